@@ -1,0 +1,95 @@
+"""Safe image decoding shared by the router (validation), the vision and the OCR services.
+
+Defences: a byte-size limit checked before parsing; a format allow-list (JPEG, PNG, WebP) read from
+the header; width, height and pixel-count limits checked from the header *before* any pixel is
+decoded (so a small file that declares a huge canvas, a decompression bomb, is rejected cheaply);
+Pillow's own bomb guard set to the same pixel limit; only the first frame of animated images.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP")
+
+
+class ImageRejectedError(ValueError):
+    """The bytes are not an acceptable image. The message says why and names the limit."""
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """Limits applied before and during decoding."""
+
+    max_bytes: int = 10 * 1024 * 1024
+    max_side: int = 8192
+    max_pixels: int = 40_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_side", "max_pixels"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ImageLimits.{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ImageHeader:
+    """What the header says, read without decoding pixels."""
+
+    format: str
+    width: int
+    height: int
+
+
+def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHeader:
+    """Check size, format and dimensions from the header only; raise ImageRejectedError if unacceptable.
+
+    Example::
+
+        header = inspect_image(open("photo.jpg", "rb").read())   # ImageHeader("JPEG", 640, 480)
+    """
+    if not data:
+        raise ImageRejectedError("image is empty (0 bytes)")
+    if len(data) > limits.max_bytes:
+        raise ImageRejectedError(f"image is {len(data)} bytes, over the limit of {limits.max_bytes} bytes")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            fmt, (width, height) = image.format or "", image.size
+    except Exception as exc:  # Pillow raises many types for garbage input
+        raise ImageRejectedError(f"image could not be decoded: not a JPEG, PNG or WebP file ({type(exc).__name__})") from None
+    if fmt not in ALLOWED_FORMATS:
+        raise ImageRejectedError(f"image format {fmt or 'unknown'} is not accepted; send one of {', '.join(ALLOWED_FORMATS)}")
+    if width < 1 or height < 1 or width > limits.max_side or height > limits.max_side:
+        raise ImageRejectedError(f"image is {width}x{height}; each side must be 1..{limits.max_side} pixels")
+    if width * height > limits.max_pixels:
+        raise ImageRejectedError(f"image has {width * height} pixels, over the limit of {limits.max_pixels}")
+    return ImageHeader(fmt, width, height)
+
+
+def decode_rgb(data: bytes, limits: ImageLimits = ImageLimits()) -> np.ndarray:
+    """Decode to an RGB uint8 array of shape (H, W, 3) after `inspect_image`'s checks.
+
+    Truncated or corrupt pixel data raises ImageRejectedError (never a partial image).
+    """
+    inspect_image(data, limits)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            previous = Image.MAX_IMAGE_PIXELS
+            Image.MAX_IMAGE_PIXELS = limits.max_pixels
+            try:
+                with Image.open(io.BytesIO(data)) as image:
+                    image.seek(0)
+                    rgb = image.convert("RGB")
+                    rgb.load()
+            finally:
+                Image.MAX_IMAGE_PIXELS = previous
+    except ImageRejectedError:
+        raise
+    except Exception as exc:
+        raise ImageRejectedError(f"image data is corrupt or truncated ({type(exc).__name__}: {exc})") from None
+    return np.asarray(rgb, dtype=np.uint8)
