@@ -3,7 +3,7 @@
 Defences: a byte-size limit checked before parsing; a format allow-list (JPEG, PNG, WebP) read from
 the header; width, height and pixel-count limits checked from the header *before* any pixel is
 decoded (so a small file that declares a huge canvas, a decompression bomb, is rejected cheaply);
-Pillow's own bomb guard set to the same pixel limit; only the first frame of animated images.
+Pillow's own bomb warning turned into an error; only the first frame of animated images.
 """
 
 from __future__ import annotations
@@ -79,15 +79,10 @@ def decode_rgb(data: bytes, limits: ImageLimits = ImageLimits()) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            previous = Image.MAX_IMAGE_PIXELS
-            Image.MAX_IMAGE_PIXELS = limits.max_pixels
-            try:
-                with Image.open(io.BytesIO(data)) as image:
-                    image.seek(0)
-                    rgb = image.convert("RGB")
-                    rgb.load()
-            finally:
-                Image.MAX_IMAGE_PIXELS = previous
+            with Image.open(io.BytesIO(data)) as image:
+                image.seek(0)
+                rgb = image.convert("RGB")
+                rgb.load()
     except ImageRejectedError:
         raise
     except Exception as exc:
