@@ -1,0 +1,59 @@
+# auditmesh: `make run` serves the mesh; `make test` runs the whole suite. Both set everything up first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+STUBS := services/common/gen
+REPO := model_repository
+PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
+
+.PHONY: help setup system-deps venv stubs models run test test-slow bench accuracy clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: venv stubs models ## everything needed to run: venv, generated stubs, model repository
+
+system-deps: ## Debian packages the tests need (a CJK font to render test images); installs when root
+	@dpkg -s fonts-wqy-zenhei >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-zenhei; \
+	  else echo "missing Debian package fonts-wqy-zenhei: run 'sudo apt-get install fonts-wqy-zenhei'"; exit 1; fi; }
+
+venv: $(VENV)/.installed ## Python environment from requirements*.txt
+$(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-data.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+stubs: $(STUBS)/.built ## Python stubs for protos/ (grpcio-tools)
+$(STUBS)/.built: $(PROTOS) $(VENV)/.installed
+	rm -rf $(STUBS) && mkdir -p $(STUBS)
+	$(PY) -m grpc_tools.protoc -Iprotos -I$(SITE) --python_out=$(STUBS) --grpc_python_out=$(STUBS) --pyi_out=$(STUBS) $(PROTOS)
+	echo "$(CURDIR)/$(STUBS)" > $(SITE)/auditmesh_stubs.pth
+	touch $@
+
+models: $(REPO)/.built ## model repository built from the installed wheels (no downloads)
+$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build_models.py)
+	$(PY) -m services.text.build_models --repository $(REPO)
+	$(PY) -m services.vision.build_models --repository $(REPO)
+	$(PY) -m services.ocr.build_models --repository $(REPO)
+	touch $@
+
+run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C
+	$(PY) -m services.launcher --config config/mesh.yaml
+
+test: setup system-deps ## the whole test suite (what CI runs)
+	$(PY) -m pytest -q
+
+test-slow: setup system-deps ## load/soak tests only
+	$(PY) -m pytest -q -m slow
+
+accuracy: setup ## accuracy JSON on held-out data
+	$(PY) -m bench.accuracy
+
+clean: ## remove generated files (venv kept)
+	rm -rf $(STUBS) $(REPO) .pytest_cache

@@ -1,0 +1,100 @@
+"""gRPC server lifecycle shared by every service: listen, health, reflection, graceful shutdown.
+
+Shutdown order (on SIGTERM or SIGINT): health turns NOT_SERVING first (so load balancers stop sending),
+the server stops accepting new calls and gives in-flight calls `grace_period_s` to finish, then the
+`on_close` callbacks run (e.g. batchers drain what they accepted), then the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Awaitable, Callable, Sequence
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.common.service_config import ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+def grpc_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """Channel/server options that raise message-size limits (images) symmetrically."""
+    return [("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes)]
+
+
+class GrpcService:
+    """A running grpc.aio server with health and reflection. `start` → `serve_until_signal` or `stop`.
+
+    Example::
+
+        service = GrpcService("text", config.server, service_names=[...], register=add_servicers)
+        port = await service.start()
+        await service.serve_until_signal()
+    """
+
+    def __init__(self, name: str, config: ServerConfig, *, service_names: Sequence[str],
+                 register: Callable[[grpc.aio.Server], None],
+                 on_serving_change: Callable[[bool], None] | None = None,
+                 on_close: Sequence[Callable[[], Awaitable[None]]] = (),
+                 interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
+        self.name = name
+        self.config = config
+        self._service_names = list(service_names)
+        self._register = register
+        self._on_serving_change = on_serving_change
+        self._on_close = list(on_close)
+        self._interceptors = list(interceptors)
+        self._health = health.aio.HealthServicer()
+        self._server: grpc.aio.Server | None = None
+        self._stopped = asyncio.Event()
+        self.port = 0
+
+    async def start(self) -> int:
+        """Bind, register services, mark SERVING. Returns the bound port (useful with port 0)."""
+        server = grpc.aio.server(options=grpc_options(self.config.max_message_bytes), interceptors=self._interceptors)
+        self._register(server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection([*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+        self.port = server.add_insecure_port(self.config.listen)
+        if self.port == 0:
+            raise OSError(f"{self.name}: cannot listen on {self.config.listen}")
+        await server.start()
+        self._server = server
+        await self._set_serving(True)
+        host = self.config.listen.rpartition(":")[0]
+        log.info("%s serving on %s:%d", self.name, host, self.port)
+        return self.port
+
+    async def _set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ["", *self._service_names]:
+            await self._health.set(name, status)
+        if self._on_serving_change is not None:
+            self._on_serving_change(serving)
+
+    async def stop(self) -> None:
+        """Graceful shutdown (see module docstring). Safe to call twice."""
+        if self._server is None or self._stopped.is_set():
+            await self._stopped.wait()
+            return
+        log.info("%s draining: NOT_SERVING, up to %.1fs for in-flight calls", self.name, self.config.grace_period_s)
+        await self._set_serving(False)
+        await self._server.stop(self.config.grace_period_s)
+        for close in self._on_close:
+            await close()
+        log.info("%s stopped", self.name)
+        self._stopped.set()
+
+    async def serve_until_signal(self) -> None:
+        """Block until SIGTERM/SIGINT, then stop gracefully."""
+        loop = asyncio.get_running_loop()
+        requested = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, requested.set)
+        await requested.wait()
+        await self.stop()

@@ -1,0 +1,190 @@
+"""A KServe v2 / Triton `GRPCInferenceService` over the project's served models.
+
+Thin adapter: decodes tensors (kserve_codec), queues each row in the model's DynamicBatcher, runs the
+model in a worker thread (ONNX Runtime releases the GIL), and encodes the outputs. A Triton Inference
+Server can replace a service built on this, since the router only uses the standard RPCs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+import grpc
+import numpy as np
+from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
+
+from services.common.batcher import BatchingConfig, BatchReport, DynamicBatcher
+from services.common.errors import status_for
+from services.common.kserve_codec import decode_inputs, encode_outputs
+from services.common.model_api import BatchStats, InvalidInputError, ServedModel
+
+log = logging.getLogger(__name__)
+
+_CONFIG_TYPES = {"BYTES": "TYPE_STRING", "FP32": "TYPE_FP32", "FP64": "TYPE_FP64", "INT32": "TYPE_INT32",
+                 "INT64": "TYPE_INT64", "UINT8": "TYPE_UINT8", "BOOL": "TYPE_BOOL"}
+
+Row = dict[str, np.ndarray]
+
+
+class ModelRunner:
+    """One served model, its batcher, its worker thread and its statistics."""
+
+    def __init__(self, model: ServedModel, batching: BatchingConfig) -> None:
+        self.model = model
+        self.stats = BatchStats()
+        self._executor = ThreadPoolExecutor(max_workers=batching.max_concurrency, thread_name_prefix=f"model-{model.name}")
+        config = BatchingConfig(min(batching.max_batch_size, model.max_batch_size), batching.max_delay_ms,
+                                max(batching.max_queue, model.max_batch_size), batching.max_concurrency)
+        self.batcher: DynamicBatcher[Row, Row] = DynamicBatcher(self._run_batch, config=config, on_batch=self._record)
+
+    async def _run_batch(self, rows: list[Row]) -> list[Row]:
+        stacked = {name: np.stack([row[name] for row in rows]) for name in rows[0]}
+        loop = asyncio.get_running_loop()
+        outputs = await loop.run_in_executor(self._executor, self.model.infer, stacked)
+        return [{name: array[i] for name, array in outputs.items()} for i in range(len(rows))]
+
+    def _record(self, report: BatchReport) -> None:
+        stats = self.stats
+        run_ns, queue_ns = int(report.run_s * 1e9), int(report.queue_wait_s * 1e9)
+        stats.batch_sizes[report.size] = stats.batch_sizes.get(report.size, 0) + 1
+        if report.error is None:
+            stats.inference_count += report.size
+            stats.execution_count += 1
+            stats.success_ns += run_ns + queue_ns
+            stats.compute_ns += run_ns
+            stats.queue_ns += queue_ns
+        else:
+            stats.fail_count += report.size
+            stats.fail_ns += run_ns
+
+    async def close(self) -> None:
+        await self.batcher.close()
+        self._executor.shutdown(wait=True)
+
+
+class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
+    """Serves `runners` under the KServe v2 protocol. `ready` turns False while draining."""
+
+    def __init__(self, server_name: str, server_version: str, runners: Mapping[str, ModelRunner]) -> None:
+        self.server_name = server_name
+        self.server_version = server_version
+        self.runners = dict(runners)
+        self.ready = False
+
+    def _runner(self, name: str, version: str = "") -> ModelRunner | None:
+        runner = self.runners.get(name)
+        if runner is None or (version and version != runner.model.version):
+            return None
+        return runner
+
+    async def ServerLive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return service_pb2.ServerLiveResponse(live=True)
+
+    async def ServerReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return service_pb2.ServerReadyResponse(ready=self.ready)
+
+    async def ModelReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return service_pb2.ModelReadyResponse(ready=self.ready and self._runner(request.name, request.version) is not None)
+
+    async def ServerMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return service_pb2.ServerMetadataResponse(name=self.server_name, version=self.server_version,
+                                                  extensions=["model_repository(index only)", "statistics"])
+
+    async def ModelMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        runner = await self._require(request.name, request.version, context)
+        model = runner.model
+        response = service_pb2.ModelMetadataResponse(name=model.name, versions=[model.version], platform=model.platform)
+        for spec in model.inputs:
+            response.inputs.add(name=spec.name, datatype=spec.datatype, shape=[-1, *spec.shape])
+        for spec in model.outputs:
+            response.outputs.add(name=spec.name, datatype=spec.datatype, shape=[-1, *spec.shape])
+        return response
+
+    async def ModelConfig(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        runner = await self._require(request.name, request.version, context)
+        model = runner.model
+        config = model_config_pb2.ModelConfig(name=model.name, platform=model.platform, max_batch_size=model.max_batch_size)
+        for spec in model.inputs:
+            config.input.add(name=spec.name, data_type=_CONFIG_TYPES[spec.datatype], dims=list(spec.shape))
+        for spec in model.outputs:
+            config.output.add(name=spec.name, data_type=_CONFIG_TYPES[spec.datatype], dims=list(spec.shape))
+        config.dynamic_batching.max_queue_delay_microseconds = int(runner.batcher.config.max_delay_ms * 1000)
+        for file in model.model_files():
+            config.parameters[f"file:{file.name}"].string_value = f"version={file.version} sha256={file.sha256} license={file.license}"
+        return service_pb2.ModelConfigResponse(config=config)
+
+    async def ModelStatistics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        names = [request.name] if request.name else sorted(self.runners)
+        response = service_pb2.ModelStatisticsResponse()
+        for name in names:
+            runner = await self._require(name, request.version, context)
+            s = runner.stats
+            entry = response.model_stats.add(name=name, version=runner.model.version,
+                                             inference_count=s.inference_count, execution_count=s.execution_count)
+            entry.inference_stats.success.count, entry.inference_stats.success.ns = s.inference_count, s.success_ns
+            entry.inference_stats.fail.count, entry.inference_stats.fail.ns = s.fail_count, s.fail_ns
+            entry.inference_stats.queue.count, entry.inference_stats.queue.ns = s.inference_count, s.queue_ns
+            entry.inference_stats.compute_infer.count, entry.inference_stats.compute_infer.ns = s.inference_count, s.compute_ns
+            for size, count in sorted(s.batch_sizes.items()):
+                entry.batch_stats.add(batch_size=size, compute_infer=service_pb2.StatisticDuration(count=count))
+        return response
+
+    async def RepositoryIndex(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        response = service_pb2.RepositoryIndexResponse()
+        for name, runner in sorted(self.runners.items()):
+            response.models.add(name=name, version=runner.model.version, state="READY" if self.ready else "UNAVAILABLE")
+        return response
+
+    async def ModelInfer(self, request: service_pb2.ModelInferRequest, context: grpc.aio.ServicerContext) -> Any:
+        runner = await self._require(request.model_name, request.model_version, context)
+        model = runner.model
+        try:
+            arrays = decode_inputs(request, model.inputs)
+            size = next(iter(arrays.values())).shape[0]
+            if size > model.max_batch_size:
+                raise InvalidInputError(f"batch of {size} is over model {model.name!r}'s max_batch_size {model.max_batch_size}")
+            rows = [{name: array[i] for name, array in arrays.items()} for i in range(size)]
+            results = await runner.batcher.submit(rows)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            await self._abort(error, context)
+        outputs = {spec.name: np.stack([row[spec.name] for row in results]) if results else np.empty((0, *spec.shape))
+                   for spec in model.outputs}
+        response = service_pb2.ModelInferResponse(model_name=model.name, model_version=model.version, id=request.id)
+        encode_outputs(response, outputs, model.outputs, [o.name for o in request.outputs])
+        return response
+
+    async def _require(self, name: str, version: str, context: grpc.aio.ServicerContext) -> ModelRunner:
+        runner = self._runner(name, version)
+        if runner is None:
+            known = ", ".join(f"{n} (version {r.model.version})" for n, r in sorted(self.runners.items()))
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown model {name!r} version {version!r}; this server has: {known}")
+        assert runner is not None  # abort() raises; this narrows the type for mypy
+        return runner
+
+    @staticmethod
+    async def _abort(error: Exception, context: grpc.aio.ServicerContext) -> None:
+        code = status_for(error)
+        if code is None:
+            log.exception("ModelInfer failed unexpectedly")
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error while running the model (see server log)")
+        log.info("ModelInfer rejected: %s: %s", code.name if code else "", error)
+        await context.abort(code, str(error))
+
+
+def build_runners(models: Sequence[ServedModel], batching: BatchingConfig) -> dict[str, ModelRunner]:
+    """One ModelRunner per model, keyed by model name."""
+    return {model.name: ModelRunner(model, batching) for model in models}
+
+
+def warm_up(models: Sequence[ServedModel]) -> float:
+    """Warm every model; returns the seconds it took."""
+    started = time.monotonic()
+    for model in models:
+        model.warmup()
+    return time.monotonic() - started

@@ -1,0 +1,76 @@
+"""Configuration of one modality service (text, vision, OCR), read from `config/<service>.yaml`.
+
+Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN` (host:port) and
+`AUDITMESH_MODEL_REPOSITORY` (path).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from services.common.batcher import BatchingConfig
+from services.common.config import load_yaml_file
+from services.common.onnx_session import SessionOptions
+
+ENV_LISTEN = "AUDITMESH_LISTEN"
+ENV_MODEL_REPOSITORY = "AUDITMESH_MODEL_REPOSITORY"
+
+
+@dataclass(frozen=True)
+class OrtConfig:
+    """ONNX Runtime thread pools. Default 1 intra-op thread: four services share a 2-core machine."""
+
+    intra_op_threads: int = 1
+    inter_op_threads: int = 1
+
+    def session_options(self) -> SessionOptions:
+        return SessionOptions(intra_op_threads=self.intra_op_threads, inter_op_threads=self.inter_op_threads)
+
+    def __post_init__(self) -> None:
+        self.session_options()  # validates
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """gRPC listener settings shared by every service (router included)."""
+
+    listen: str = "127.0.0.1:0"
+    grace_period_s: float = 10.0
+    max_message_bytes: int = 32 * 1024 * 1024
+    metrics_listen: str = ""
+
+    def __post_init__(self) -> None:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"listen must be host:port, got {self.listen!r}")
+        if self.grace_period_s < 0:
+            raise ValueError(f"grace_period_s must be >= 0, got {self.grace_period_s}")
+        if self.max_message_bytes < 4 * 1024 * 1024:
+            raise ValueError(f"max_message_bytes must be >= 4 MiB, got {self.max_message_bytes}")
+
+
+@dataclass(frozen=True)
+class ModalityServiceConfig:
+    """One modality service: where it listens, where models are, threads and batching."""
+
+    service: str
+    server: ServerConfig = field(default_factory=ServerConfig)
+    model_repository: str = "model_repository"
+    onnxruntime: OrtConfig = field(default_factory=OrtConfig)
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+
+    def __post_init__(self) -> None:
+        if self.service not in ("text", "vision", "ocr"):
+            raise ValueError(f"service must be text, vision or ocr, got {self.service!r}")
+
+
+def load_service_config(path: Path) -> ModalityServiceConfig:
+    """Load `path`, then apply the environment overrides."""
+    config = load_yaml_file(path, ModalityServiceConfig)
+    if os.environ.get(ENV_LISTEN):
+        config = replace(config, server=replace(config.server, listen=os.environ[ENV_LISTEN]))
+    if os.environ.get(ENV_MODEL_REPOSITORY):
+        config = replace(config, model_repository=os.environ[ENV_MODEL_REPOSITORY])
+    return config

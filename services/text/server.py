@@ -1,0 +1,28 @@
+"""The text service: KServe v2 model `text_moderation` (normalisation, blocklist, toxicity and spam).
+
+Run: `python -m services.text.server --config config/text.yaml` (see `--help`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from services.common.modality_main import run_modality
+from services.common.model_api import ServedModel
+from services.common.service_config import ModalityServiceConfig
+
+
+def build_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
+    """The models this service serves, loaded from the configured repository."""
+    from services.text.model import TextModerationModel
+
+    return [TextModerationModel(Path(config.model_repository), config.onnxruntime.session_options())]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_modality("text", build_models, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
