@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import types
 import typing
@@ -88,12 +89,12 @@ def _convert(hint: Any, value: Any, source: str, key: str) -> Any:
         return _convert(options[0], value, source, key)
     if dataclasses.is_dataclass(hint):
         return load_dataclass(hint, value, source, key)  # type: ignore[arg-type]
-    if origin in (dict, Mapping, typing.Mapping) or hint is dict:
+    if origin in (dict, collections.abc.Mapping) or hint is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(source, key, f"expected a mapping, got {type(value).__name__}")
         key_type, value_type = args or (str, Any)
         return {_convert(key_type, k, source, key): _convert(value_type, v, source, f"{key}.{k}") for k, v in value.items()}
-    if origin in (tuple, list, typing.Sequence) or hint in (tuple, list):
+    if origin in (tuple, list, collections.abc.Sequence) or hint in (tuple, list):
         if not isinstance(value, list):
             raise ConfigError(source, key, f"expected a list, got {type(value).__name__}")
         item_type = args[0] if args else Any

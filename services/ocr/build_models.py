@@ -79,7 +79,7 @@ def build(repository: Path) -> list[RepositoryEntry]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Install the OCR models from the rapidocr wheel.")
     parser.add_argument("--repository", type=Path, default=DEFAULT_ROOT, help="model repository root")
     args = parser.parse_args(argv)
     for entry in build(args.repository):

@@ -25,16 +25,26 @@ REC_IMAGE_SHAPE = (3, 48, 320)  # PP-OCRv6 rec: height 48, minimum width 320
 CHARACTER_KEY = "character"  # ONNX metadata key holding the recogniser's dictionary, one per line
 
 
-def chunks_by_ratio(crops: Sequence[np.ndarray], size: int) -> list[np.ndarray]:
-    """Indices of `crops` sorted by width/height, cut into chunks of at most `size`.
+def chunks_by_ratio(crops: Sequence[np.ndarray], size: int, *, min_ratio: float = 0.0,
+                    max_spread: float = float("inf")) -> list[np.ndarray]:
+    """Indices of `crops` sorted by width/height (floored at `min_ratio`), cut into chunks.
+
+    A chunk holds at most `size` crops, and its widest crop is at most `max_spread` times as wide
+    (relative to height) as its narrowest, which bounds how much padding any crop gets.
 
     Example::
 
         chunks_by_ratio([wide, narrow, medium], 2)   # [array([1, 2]), array([0])]
     """
-    ratios = np.array([crop.shape[1] / float(crop.shape[0]) for crop in crops])
+    ratios = np.array([max(crop.shape[1] / float(crop.shape[0]), min_ratio) for crop in crops])
     order = np.argsort(ratios, kind="stable")
-    return [order[start : start + size] for start in range(0, len(order), size)]
+    chunks: list[np.ndarray] = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or end - start == size or ratios[order[end]] > ratios[order[start]] * max_spread:
+            chunks.append(order[start:end])
+            start = end
+    return chunks
 
 
 class AngleClassifier:
@@ -75,13 +85,14 @@ class LineRecognizer:
         texts = LineRecognizer(create_session(".../ppocr_rec/1/model.onnx"), batch=16).recognize(crops)
     """
 
-    def __init__(self, session: ort.InferenceSession, *, batch: int) -> None:
+    def __init__(self, session: ort.InferenceSession, *, batch: int, max_spread: float = float("inf")) -> None:
         metadata = session.get_modelmeta().custom_metadata_map
         if CHARACTER_KEY not in metadata:
             raise ValueError(f"recogniser model has no {CHARACTER_KEY!r} metadata (its character dictionary)")
         self._session = session
         self._input_name = session.get_inputs()[0].name
         self._batch = batch
+        self._max_spread = max_spread
         self._decode = CTCLabelDecode(character=metadata[CHARACTER_KEY].splitlines())
         self._resizer = TextRecognizer.__new__(TextRecognizer)
         self._resizer.rec_image_shape = list(REC_IMAGE_SHAPE)
@@ -90,7 +101,7 @@ class LineRecognizer:
         """(text, mean per-character confidence) for each crop, in input order."""
         results: list[tuple[str, float]] = [("", 0.0)] * len(crops)
         _channels, height, min_width = REC_IMAGE_SHAPE
-        for indices in chunks_by_ratio(crops, self._batch):
+        for indices in chunks_by_ratio(crops, self._batch, min_ratio=min_width / height, max_spread=self._max_spread):
             ratios = [crops[i].shape[1] / float(crops[i].shape[0]) for i in indices]
             max_ratio = max([min_width / height, *ratios])
             batch = np.stack([self._resizer.resize_norm_img(crops[i], max_ratio) for i in indices]).astype(np.float32)

@@ -1,0 +1,152 @@
+"""Start the whole mesh on one machine: text, vision and OCR services, then the router.
+
+Each service runs in its own process (as it would in its own container), on loopback. The launcher
+waits for each to report SERVING on grpc.health.v1, prints where the router listens, and on Ctrl-C /
+SIGTERM stops the router first and the modality services after it, each draining gracefully. If any
+service dies, the launcher stops the others and exits non-zero.
+
+Used by `make run`, and by the integration tests (`Mesh`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+MODALITIES = ("text", "vision", "ocr")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Mesh:
+    """The four service processes. Ports: router = base_port, text/vision/ocr = base_port + 1/2/3."""
+
+    base_port: int = 8100
+    config_dir: Path = ROOT / "config"
+    host: str = "127.0.0.1"
+    log_format: str = "text"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def port(self, service: str) -> int:
+        return self.base_port + (0 if service == "router" else 1 + MODALITIES.index(service))
+
+    def address(self, service: str) -> str:
+        return f"{self.host}:{self.port(service)}"
+
+    def _env(self, service: str) -> dict[str, str]:
+        env = {**os.environ, **self.extra_env, "AUDITMESH_LISTEN": self.address(service), "PYTHONUNBUFFERED": "1"}
+        if service == "router":
+            env.update({f"AUDITMESH_{m.upper()}_URL": self.address(m) for m in MODALITIES})
+        return env
+
+    def start_service(self, service: str) -> None:
+        """Start one service process (not waiting for it)."""
+        command = [sys.executable, "-m", f"services.{service}.server", "--config", str(self.config_dir / f"{service}.yaml"),
+                   "--log-format", self.log_format]
+        self.processes[service] = subprocess.Popen(command, cwd=ROOT, env=self._env(service))
+
+    def wait_serving(self, service: str, timeout_s: float = 120.0) -> None:
+        """Block until `service` answers SERVING, or raise RuntimeError (its process died or timed out)."""
+        deadline = time.monotonic() + timeout_s
+        with grpc.insecure_channel(self.address(service)) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while time.monotonic() < deadline:
+                process = self.processes.get(service)
+                if process is not None and process.poll() is not None:
+                    raise RuntimeError(f"{service} exited with code {process.returncode} while starting (see its log above)")
+                try:
+                    if stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0).status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.2)
+        raise RuntimeError(f"{service} did not become SERVING on {self.address(service)} within {timeout_s:.0f}s")
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        """Start the modality services (in parallel), then the router; wait until all serve."""
+        for service in MODALITIES:
+            self.start_service(service)
+        for service in MODALITIES:
+            self.wait_serving(service, timeout_s)
+        self.start_service("router")
+        self.wait_serving("router", timeout_s)
+
+    def stop_service(self, service: str, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM one service and wait for it to drain and exit; returns its exit code."""
+        process = self.processes.pop(service, None)
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def stop(self) -> None:
+        """Router first (it stops taking requests), then the modality services."""
+        for service in ("router", *MODALITIES):
+            self.stop_service(service)
+
+    def first_exited(self) -> str | None:
+        return next((name for name, p in self.processes.items() if p.poll() is not None), None)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m services.launcher",
+                                     description="Run the auditmesh mesh (router + text + vision + ocr) on loopback until Ctrl-C.")
+    parser.add_argument("--config-dir", type=Path, default=ROOT / "config",
+                        help="folder with router.yaml, text.yaml, vision.yaml, ocr.yaml (default: ./config)")
+    parser.add_argument("--base-port", type=int, default=8100,
+                        help="router port; text, vision, ocr listen on the next three (default: 8100)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format)
+    stop = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        mesh.start()
+        print(f"\nauditmesh is serving: router on {mesh.address('router')} "
+              f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
+              f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
+              f"--text 'hello there'\nCtrl-C stops it.\n", flush=True)
+        while not stop:
+            dead = mesh.first_exited()
+            if dead is not None:
+                print(f"launcher: {dead} exited unexpectedly; stopping the mesh", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        return 0
+    except RuntimeError as error:
+        print(f"launcher: {error}", file=sys.stderr)
+        return 1
+    finally:
+        mesh.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Router configuration (`config/router.yaml`), validated on load.
+
+Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUDITMESH_TEXT_URL`,
+`AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`, `AUDITMESH_POLICIES_DIR`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+from services.common.batcher import BatchingConfig
+from services.common.config import load_yaml_file
+from services.common.image_decode import ImageLimits
+from services.common.service_config import ENV_LISTEN, ServerConfig
+
+MODALITIES = ("text", "vision", "ocr")
+ENV_UPSTREAM_URL = {m: f"AUDITMESH_{m.upper()}_URL" for m in MODALITIES}
+ENV_TENANTS_FILE = "AUDITMESH_TENANTS_FILE"
+ENV_POLICIES_DIR = "AUDITMESH_POLICIES_DIR"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A modality service (ours or a Triton server) and the model to call on it."""
+
+    url: str
+    model: str
+    model_version: str = ""
+    batching: BatchingConfig = field(default_factory=lambda: BatchingConfig(max_batch_size=32, max_delay_ms=2.0, max_concurrency=2))
+
+    def __post_init__(self) -> None:
+        host, sep, port = self.url.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"url must be host:port, got {self.url!r}")
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Used when the client sets no deadline (default) and to cap the ones it sets (max)."""
+
+    default_ms: int = 2000
+    max_ms: int = 30000
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.default_ms <= self.max_ms:
+            raise ValueError(f"need 1 <= default_ms <= max_ms, got {self.default_ms} and {self.max_ms}")
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """Per-request size limits; over a limit → RESOURCE_EXHAUSTED with the limit in the message."""
+
+    max_text_chars: int = 20000
+    max_parts_per_item: int = 16
+    max_batch_items: int = 128
+    max_item_id_chars: int = 128
+    max_image_bytes: int = 10 * 1024 * 1024
+    max_image_side: int = 8192
+    max_image_pixels: int = 40_000_000
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+
+    def image_limits(self) -> ImageLimits:
+        return ImageLimits(self.max_image_bytes, self.max_image_side, self.max_image_pixels)
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    upstreams: Mapping[str, Upstream]
+    server: ServerConfig = field(default_factory=lambda: ServerConfig("127.0.0.1:8100", max_message_bytes=64 * 1024 * 1024))
+    tenants_file: str = "config/tenants.yaml"
+    policies_dir: str = "config/policies"
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    limits: RequestLimits = field(default_factory=RequestLimits)
+
+    def __post_init__(self) -> None:
+        missing = [m for m in MODALITIES if m not in self.upstreams]
+        extra = [m for m in self.upstreams if m not in MODALITIES]
+        if missing or extra:
+            raise ValueError(f"upstreams must have exactly {list(MODALITIES)}; missing {missing}, unknown {extra}")
+
+
+def load_router_config(path: Path) -> RouterConfig:
+    """Load `path`, then apply the environment overrides."""
+    config = load_yaml_file(path, RouterConfig)
+    env = os.environ
+    if env.get(ENV_LISTEN):
+        config = replace(config, server=replace(config.server, listen=env[ENV_LISTEN]))
+    upstreams = {m: replace(u, url=env[ENV_UPSTREAM_URL[m]]) if env.get(ENV_UPSTREAM_URL[m]) else u
+                 for m, u in config.upstreams.items()}
+    return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,
+                   policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir)

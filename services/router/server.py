@@ -1,0 +1,246 @@
+"""The router: auditmesh.v1.ModerationService, the mesh's front door. A thin adapter: it authenticates,
+validates, computes the deadline, runs the pipeline and maps errors to a status in one place.
+
+Run: `python -m services.router.server --config config/router.yaml` (see `--help`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, Sequence
+
+import grpc
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+
+from services.common.config import ConfigError
+from services.common.errors import LimitExceededError, status_for
+from services.common.grpc_server import GrpcService
+from services.common.logs import configure_logging
+from services.router.config import RouterConfig, load_router_config
+from services.router.convert import error_response, raw_parts, response_for
+from services.router.dispatch import ModalityDispatcher, describe_models
+from services.router.pipeline import Pipeline
+from services.router.policy import CompiledPolicy, load_policy_dir
+from services.router.tenants import Tenant, TenantDirectory, load_tenants
+from services.router.validation import validate_item
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = "auditmesh.v1.ModerationService"
+STREAM_MAX_IN_FLIGHT = 256
+
+
+@dataclass(frozen=True)
+class RouterState:
+    """What the router reads per request; replaced as a whole, never mutated."""
+
+    tenants: TenantDirectory
+    policies: dict[str, CompiledPolicy]
+
+
+def load_state(config: RouterConfig) -> RouterState:
+    policies = load_policy_dir(Path(config.policies_dir))
+    return RouterState(load_tenants(Path(config.tenants_file), set(policies)), policies)
+
+
+def api_key_from(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+    """The API key from `x-api-key` or `authorization: Bearer <key>` call metadata."""
+    for key, value in metadata or ():
+        text = value.decode() if isinstance(value, bytes) else value
+        if key == "x-api-key":
+            return text.strip()
+        if key == "authorization" and text.lower().startswith("bearer "):
+            return text[7:].strip()
+    return None
+
+
+class ModerationServicer(pb_grpc.ModerationServiceServicer):
+    def __init__(self, config: RouterConfig, state: RouterState, pipeline: Pipeline) -> None:
+        self.config = config
+        self.state = state
+        self.pipeline = pipeline
+
+    def _deadline(self, context: grpc.aio.ServicerContext, requested_ms: int = 0) -> float:
+        deadlines = self.config.deadlines
+        budget = min(requested_ms or deadlines.default_ms, deadlines.max_ms) / 1000.0
+        remaining = context.time_remaining()
+        if remaining is not None:
+            budget = min(budget, remaining) if requested_ms else min(remaining, deadlines.max_ms / 1000.0)
+        return time.monotonic() + budget
+
+    async def _moderate(self, tenant: Tenant, request_id: str, item: pb.Item, policy_name: str, deadline: float,
+                        where: str) -> pb.ModerateResponse:
+        started = time.monotonic()
+        state = self.state  # one snapshot for the whole request
+        policy = state.policies[tenant.resolve_policy(policy_name)]
+        valid = validate_item(item.id, raw_parts(item), self.config.limits, where)
+        outcome = await self.pipeline.run(valid, policy, deadline)
+        response = response_for(request_id, item.id, policy.name, policy.version, outcome, (time.monotonic() - started) * 1000)
+        log.debug("tenant=%s item=%s decision=%s degraded=%s", tenant.id, item.id, outcome.verdict.decision,
+                  bool(outcome.verdict.degradations))
+        return response
+
+    async def Moderate(self, request: pb.ModerateRequest, context: grpc.aio.ServicerContext) -> pb.ModerateResponse:
+        try:
+            tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+            deadline = self._deadline(context, request.deadline_ms)
+            return await self._moderate(tenant, request.request_id, request.item, request.policy, deadline, "item")
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            code, message = _status(error)
+            await context.abort(code, message)
+            raise  # unreachable: abort raises
+
+    async def ModerateBatch(self, request: pb.ModerateBatchRequest, context: grpc.aio.ServicerContext) -> pb.ModerateBatchResponse:
+        try:
+            tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+            limit = self.config.limits.max_batch_items
+            if len(request.items) > limit:
+                raise LimitExceededError(f"batch has {len(request.items)} items; the limit is {limit}")
+        except Exception as error:
+            code, message = _status(error)
+            await context.abort(code, message)
+            raise
+        deadline = self._deadline(context)
+        results = await asyncio.gather(*(self._one_or_error(tenant, "", item, request.policy, deadline, f"items[{i}]")
+                                         for i, item in enumerate(request.items)))
+        return pb.ModerateBatchResponse(results=results)
+
+    async def _one_or_error(self, tenant: Tenant, request_id: str, item: pb.Item, policy: str, deadline: float,
+                            where: str) -> pb.ModerateResponse:
+        try:
+            return await self._moderate(tenant, request_id, item, policy, deadline, where)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            code, message = _status(error)
+            return error_response(request_id, item.id, code.value[0], message)
+
+    async def ModerateStream(self, request_iterator: AsyncIterator[pb.ModerateRequest],
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ModerateResponse]:
+        try:
+            tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+        except Exception as error:
+            code, message = _status(error)
+            await context.abort(code, message)
+            raise
+        responses: asyncio.Queue[pb.ModerateResponse | None] = asyncio.Queue()
+        slots = asyncio.Semaphore(STREAM_MAX_IN_FLIGHT)  # backpressure: stop reading when this many are pending
+
+        async def handle(request: pb.ModerateRequest) -> None:
+            try:
+                deadline = self._deadline(context, request.deadline_ms)
+                await responses.put(await self._one_or_error(tenant, request.request_id, request.item, request.policy,
+                                                             deadline, "item"))
+            finally:
+                slots.release()
+
+        async def read_all() -> None:
+            async with asyncio.TaskGroup() as group:
+                async for request in request_iterator:
+                    await slots.acquire()
+                    group.create_task(handle(request))
+            await responses.put(None)
+
+        reader = asyncio.create_task(read_all())
+        try:
+            while (response := await responses.get()) is not None:
+                yield response
+            await reader
+        finally:
+            reader.cancel()
+
+
+def _status(error: BaseException) -> tuple[grpc.StatusCode, str]:
+    code = status_for(error)
+    if code is None:
+        log.exception("unexpected error while moderating", exc_info=error)
+        return grpc.StatusCode.INTERNAL, "internal error (see router log)"
+    log.info("request rejected: %s: %s", code.name, error)
+    return code, str(error)
+
+
+class Router:
+    """The router's parts wired together: dispatchers, pipeline, servicer, gRPC server."""
+
+    OUTPUTS = {"text": ("TEXT", ("TOXICITY", "SPAM", "MATCHES")),
+               "vision": ("IMAGE", ("SEXUAL", "VIOLENCE", "DETAILS", "ERROR")),
+               "ocr": ("IMAGE", ("LINES", "ERROR"))}
+
+    def __init__(self, config: RouterConfig, state: RouterState) -> None:
+        self.config = config
+        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.OUTPUTS[m][0],
+                                                  output_names=self.OUTPUTS[m][1],
+                                                  max_message_bytes=config.server.max_message_bytes)
+                            for m in self.OUTPUTS}
+        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
+        self.servicer = ModerationServicer(config, state, self.pipeline)
+        self._describe_task: asyncio.Task[None] | None = None
+        self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME], register=self._register,
+                                   on_close=[self._close])
+
+    def _register(self, server: grpc.aio.Server) -> None:
+        pb_grpc.add_ModerationServiceServicer_to_server(self.servicer, server)
+        for dispatcher in self.dispatchers.values():
+            dispatcher.start()
+        self._describe_task = asyncio.get_running_loop().create_task(self._describe_upstreams())
+
+    async def _describe_upstreams(self) -> None:
+        """Learn the model versions behind each upstream (retrying while a service is still starting)."""
+        while len(self.pipeline.models) < len(self.dispatchers):
+            for modality, dispatcher in self.dispatchers.items():
+                if modality not in self.pipeline.models:
+                    versions = await describe_models(dispatcher)
+                    if versions:
+                        self.pipeline.models[modality] = versions
+            await asyncio.sleep(1.0)
+
+    async def _close(self) -> None:
+        if self._describe_task is not None:
+            self._describe_task.cancel()
+        for dispatcher in self.dispatchers.values():
+            await dispatcher.close()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.router.server",
+        description="auditmesh router: auditmesh.v1.ModerationService (Moderate, ModerateBatch, ModerateStream). "
+                    "Authenticates tenants by API key, fans items out to the text, vision and OCR services "
+                    "(KServe v2 gRPC), and fuses the scores through the tenant's policy. SIGTERM drains and exits.")
+    parser.add_argument("--config", type=Path, default=Path("config/router.yaml"),
+                        help="router config YAML (default: config/router.yaml); env AUDITMESH_LISTEN, "
+                             "AUDITMESH_{TEXT,VISION,OCR}_URL, AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR override it")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    return parser.parse_args(argv)
+
+
+async def _serve(config: RouterConfig, state: RouterState) -> None:
+    router = Router(config, state)
+    await router.service.start()
+    await router.service.serve_until_signal()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging("router", args.log_level, args.log_format)
+    try:
+        config = load_router_config(args.config)
+        state = load_state(config)  # fails before binding the port on a bad tenants or policy file
+        asyncio.run(_serve(config, state))
+    except ConfigError as error:
+        print(f"router: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

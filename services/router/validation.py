@@ -1,0 +1,81 @@
+"""Checking a moderation request before any work is queued. Pure: works on plain values.
+
+Errors name the offending field (`items[2].parts[0].image`) and, for size limits, the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from services.common.errors import InvalidRequestError, LimitExceededError
+from services.common.image_decode import ImageHeader, ImageRejectedError, inspect_image
+from services.router.config import RequestLimits
+
+
+@dataclass(frozen=True)
+class TextPart:
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    index: int
+    data: bytes
+    header: ImageHeader
+
+
+Part = TextPart | ImagePart
+
+
+@dataclass(frozen=True)
+class ValidItem:
+    id: str
+    parts: tuple[Part, ...]
+
+    @property
+    def texts(self) -> list[TextPart]:
+        return [p for p in self.parts if isinstance(p, TextPart)]
+
+    @property
+    def images(self) -> list[ImagePart]:
+        return [p for p in self.parts if isinstance(p, ImagePart)]
+
+
+@dataclass(frozen=True)
+class RawPart:
+    """A part as received: exactly one of `text` / `image` is set (None for the other)."""
+
+    text: str | None
+    image: bytes | None
+
+
+def validate_item(item_id: str, parts: Sequence[RawPart], limits: RequestLimits, where: str = "item") -> ValidItem:
+    """Validate one item; raises InvalidRequestError or LimitExceededError naming `where`."""
+    if len(item_id) > limits.max_item_id_chars:
+        raise LimitExceededError(f"{where}.id is {len(item_id)} characters; the limit is {limits.max_item_id_chars}")
+    if not parts:
+        raise InvalidRequestError(f"{where}.parts is empty: send at least one text or image part")
+    if len(parts) > limits.max_parts_per_item:
+        raise LimitExceededError(f"{where}.parts has {len(parts)} parts; the limit is {limits.max_parts_per_item}")
+    checked: list[Part] = []
+    for index, part in enumerate(parts):
+        field = f"{where}.parts[{index}]"
+        if part.text is not None:
+            if not part.text.strip():
+                raise InvalidRequestError(f"{field}.text is empty or only whitespace")
+            if len(part.text) > limits.max_text_chars:
+                raise LimitExceededError(f"{field}.text has {len(part.text)} characters; the limit is {limits.max_text_chars}")
+            checked.append(TextPart(index, part.text))
+        elif part.image is not None:
+            if len(part.image) > limits.max_image_bytes:
+                raise LimitExceededError(f"{field}.image is {len(part.image)} bytes; the limit is {limits.max_image_bytes} bytes")
+            try:
+                header = inspect_image(part.image, limits.image_limits())
+            except ImageRejectedError as error:
+                raise InvalidRequestError(f"{field}.image: {error}") from None
+            checked.append(ImagePart(index, part.image, header))
+        else:
+            raise InvalidRequestError(f"{field} has no content: set either text or image")
+    return ValidItem(item_id, tuple(checked))
