@@ -3,7 +3,6 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 STUBS := services/common/gen
 REPO := model_repository
 PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
@@ -31,9 +30,7 @@ $(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
 
 stubs: $(STUBS)/.built ## Python stubs for protos/ (grpcio-tools)
 $(STUBS)/.built: $(PROTOS) $(VENV)/.installed
-	rm -rf $(STUBS) && mkdir -p $(STUBS)
-	$(PY) -m grpc_tools.protoc -Iprotos -I$(SITE) --python_out=$(STUBS) --grpc_python_out=$(STUBS) --pyi_out=$(STUBS) $(PROTOS)
-	echo "$(CURDIR)/$(STUBS)" > $(SITE)/auditmesh_stubs.pth
+	$(PY) -m services.common.build_stubs --out $(STUBS) --install-pth
 	touch $@
 
 models: $(REPO)/.built ## model repository built from the installed wheels (no downloads)

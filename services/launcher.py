@@ -46,9 +46,10 @@ class Mesh:
         return f"{self.host}:{self.port(service)}"
 
     def _env(self, service: str) -> dict[str, str]:
-        env = {**os.environ, **self.extra_env, "AUDITMESH_LISTEN": self.address(service), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "AUDITMESH_LISTEN": self.address(service), "PYTHONUNBUFFERED": "1"}
         if service == "router":
             env.update({f"AUDITMESH_{m.upper()}_URL": self.address(m) for m in MODALITIES})
+        env.update(self.extra_env)  # last, so a caller can point the router at other upstreams
         return env
 
     def start_service(self, service: str) -> None:

@@ -87,7 +87,7 @@ class OcrPipeline:
         self.settings = settings
         self._detector = BatchDetector(det, settings)
         self._classifier = AngleClassifier(cls, batch=settings.cls_batch, thresh=settings.cls_thresh)
-        self._recognizer = LineRecognizer(rec, batch=settings.rec_batch, max_spread=settings.rec_max_spread)
+        self._recognizer = LineRecognizer(rec, batch=settings.rec_batch, width_step=settings.rec_width_step)
 
     def run(self, images: Sequence[np.ndarray]) -> list[list[OcrLine]]:
         """Lines per image (RGB uint8 [H, W, 3]), in reading order."""

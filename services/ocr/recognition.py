@@ -25,26 +25,43 @@ REC_IMAGE_SHAPE = (3, 48, 320)  # PP-OCRv6 rec: height 48, minimum width 320
 CHARACTER_KEY = "character"  # ONNX metadata key holding the recogniser's dictionary, one per line
 
 
-def chunks_by_ratio(crops: Sequence[np.ndarray], size: int, *, min_ratio: float = 0.0,
-                    max_spread: float = float("inf")) -> list[np.ndarray]:
-    """Indices of `crops` sorted by width/height (floored at `min_ratio`), cut into chunks.
-
-    A chunk holds at most `size` crops, and its widest crop is at most `max_spread` times as wide
-    (relative to height) as its narrowest, which bounds how much padding any crop gets.
+def chunks_by_ratio(crops: Sequence[np.ndarray], size: int) -> list[np.ndarray]:
+    """Indices of `crops` sorted by width/height, cut into chunks of at most `size`.
 
     Example::
 
         chunks_by_ratio([wide, narrow, medium], 2)   # [array([1, 2]), array([0])]
     """
-    ratios = np.array([max(crop.shape[1] / float(crop.shape[0]), min_ratio) for crop in crops])
+    ratios = np.array([crop.shape[1] / float(crop.shape[0]) for crop in crops])
     order = np.argsort(ratios, kind="stable")
-    chunks: list[np.ndarray] = []
-    start = 0
-    for end in range(1, len(order) + 1):
-        if end == len(order) or end - start == size or ratios[order[end]] > ratios[order[start]] * max_spread:
-            chunks.append(order[start:end])
-            start = end
-    return chunks
+    return [order[start : start + size] for start in range(0, len(order), size)]
+
+
+def input_width(crop_shape: tuple[int, ...], step: int) -> int:
+    """Recogniser input width for a crop: its width scaled to height 48, rounded up to a multiple of
+    `step`, at least 320 (step=1 is exactly the width rapidocr uses for a line recognised alone).
+
+    Example::
+
+        input_width((30, 400), 32)   # 640: 400 * 48 / 30 = 640
+    """
+    _channels, height, min_width = REC_IMAGE_SHAPE
+    natural = int(height * crop_shape[1] / float(crop_shape[0]))
+    return max(min_width, -(-natural // step) * step)
+
+
+def chunks_by_width(widths: Sequence[int], size: int) -> list[tuple[int, list[int]]]:
+    """Group indices by equal input width (narrowest first), each group cut into chunks of at most `size`.
+
+    Example::
+
+        chunks_by_width([320, 640, 320, 320], 2)   # [(320, [0, 2]), (320, [3]), (640, [1])]
+    """
+    groups: dict[int, list[int]] = {}
+    for index, width in enumerate(widths):
+        groups.setdefault(width, []).append(index)
+    return [(width, group[start : start + size]) for width, group in sorted(groups.items())
+            for start in range(0, len(group), size)]
 
 
 class AngleClassifier:
@@ -85,14 +102,14 @@ class LineRecognizer:
         texts = LineRecognizer(create_session(".../ppocr_rec/1/model.onnx"), batch=16).recognize(crops)
     """
 
-    def __init__(self, session: ort.InferenceSession, *, batch: int, max_spread: float = float("inf")) -> None:
+    def __init__(self, session: ort.InferenceSession, *, batch: int, width_step: int = 1) -> None:
         metadata = session.get_modelmeta().custom_metadata_map
         if CHARACTER_KEY not in metadata:
             raise ValueError(f"recogniser model has no {CHARACTER_KEY!r} metadata (its character dictionary)")
         self._session = session
         self._input_name = session.get_inputs()[0].name
         self._batch = batch
-        self._max_spread = max_spread
+        self._width_step = width_step
         self._decode = CTCLabelDecode(character=metadata[CHARACTER_KEY].splitlines())
         self._resizer = TextRecognizer.__new__(TextRecognizer)
         self._resizer.rec_image_shape = list(REC_IMAGE_SHAPE)
@@ -100,13 +117,14 @@ class LineRecognizer:
     def recognize(self, crops: Sequence[np.ndarray]) -> list[tuple[str, float]]:
         """(text, mean per-character confidence) for each crop, in input order."""
         results: list[tuple[str, float]] = [("", 0.0)] * len(crops)
-        _channels, height, min_width = REC_IMAGE_SHAPE
-        for indices in chunks_by_ratio(crops, self._batch, min_ratio=min_width / height, max_spread=self._max_spread):
-            ratios = [crops[i].shape[1] / float(crops[i].shape[0]) for i in indices]
-            max_ratio = max([min_width / height, *ratios])
-            batch = np.stack([self._resizer.resize_norm_img(crops[i], max_ratio) for i in indices]).astype(np.float32)
+        height = REC_IMAGE_SHAPE[1]
+        widths = [input_width(crop.shape, self._width_step) for crop in crops]
+        for width, indices in chunks_by_width(widths, self._batch):
+            # rapidocr pads to int(48 * ratio); +0.5 keeps float rounding from losing a pixel.
+            ratio = (width + 0.5) / height
+            batch = np.stack([self._resizer.resize_norm_img(crops[i], ratio) for i in indices]).astype(np.float32)
             preds = self._session.run(None, {self._input_name: batch})[0]
-            lines, _words = self._decode(preds, False, wh_ratio_list=ratios, max_wh_ratio=max_ratio)
+            lines, _words = self._decode(preds, False)
             for index, (text, score) in zip(indices, lines):
                 results[index] = (text, float(score))
         return results

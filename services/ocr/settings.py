@@ -47,7 +47,7 @@ class OcrSettings:
     use_cls: bool = True
     cls_thresh: float = 0.9
     rec_batch: int = 16
-    rec_max_spread: float = 1.5
+    rec_width_step: int = 32
     cls_batch: int = 32
 
     def __post_init__(self) -> None:
@@ -63,9 +63,7 @@ class OcrSettings:
                 raise ValueError(f"OcrSettings.{name} must be in [0, 1], got {value}")
         if self.unclip_ratio <= 0:
             raise ValueError(f"OcrSettings.unclip_ratio must be > 0, got {self.unclip_ratio}")
-        if not self.rec_max_spread >= 1.0:
-            raise ValueError(f"OcrSettings.rec_max_spread must be >= 1, got {self.rec_max_spread}")
-        for name in ("rec_batch", "cls_batch"):
+        for name in ("rec_batch", "cls_batch", "rec_width_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"OcrSettings.{name} must be >= 1, got {getattr(self, name)}")
         if not isinstance(self.use_cls, bool):

@@ -75,13 +75,13 @@ def _bytes_column(values: Sequence[bytes]) -> np.ndarray:
 class ImageSafetyModel:
     """The `image_safety` served model (see the module docstring for the tensors)."""
 
-    name = "image_safety"
-    version = "1"
-    platform = "auditmesh_vision_pipeline"
-    max_batch_size = 16
-    inputs = (TensorSpec(INPUT_NAME, "BYTES", (1,)),)
-    outputs = (TensorSpec("SEXUAL", "FP32", (1,)), TensorSpec("VIOLENCE", "FP32", (1,)),
-               TensorSpec("DETAILS", "BYTES", (1,)), TensorSpec("ERROR", "BYTES", (1,)))
+    name: str = "image_safety"
+    version: str = "1"
+    platform: str = "auditmesh_vision_pipeline"
+    max_batch_size: int = 16
+    inputs: Sequence[TensorSpec] = (TensorSpec(INPUT_NAME, "BYTES", (1,)),)
+    outputs: Sequence[TensorSpec] = (TensorSpec("SEXUAL", "FP32", (1,)), TensorSpec("VIOLENCE", "FP32", (1,)),
+                                     TensorSpec("DETAILS", "BYTES", (1,)), TensorSpec("ERROR", "BYTES", (1,)))
 
     def __init__(self, repository_root: Path, session_options: SessionOptions, limits: ImageLimits = ImageLimits()) -> None:
         """Open both ONNX sessions; raise ModelNotFoundError or networks.RepositoryMismatchError if the

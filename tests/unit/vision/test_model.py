@@ -6,6 +6,7 @@ import io
 import json
 import struct
 import zlib
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -81,7 +82,8 @@ def test_benign_corpus_stays_below_review(model: ImageSafetyModel, china_jpeg: b
     ("bomb 8000x8000", lambda good: _png_declaring(8000, 8000), "over the limit"),
 ])
 def test_bad_item_gets_an_error_and_the_good_items_are_unaffected(
-        model: ImageSafetyModel, china_jpeg: bytes, flower_jpeg: bytes, name: str, make_bad, reason: str) -> None:  # type: ignore[no-untyped-def]
+        model: ImageSafetyModel, china_jpeg: bytes, flower_jpeg: bytes, name: str,
+        make_bad: Callable[[bytes], bytes], reason: str) -> None:
     bad = make_bad(china_jpeg)
     out = model.infer({"IMAGE": _tensor([china_jpeg, bad, flower_jpeg])})
     alone = model.infer({"IMAGE": _tensor([china_jpeg, flower_jpeg])})

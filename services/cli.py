@@ -1,0 +1,115 @@
+"""`auditmesh`: command-line client for the router.
+
+    auditmesh moderate --tenant-key demo-acme-key --text "hello" [--image photo.jpg] [--json]
+    auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+import grpc
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+from google.protobuf.json_format import MessageToDict
+
+from services.router.tenants import hash_key
+
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="auditmesh", description="auditmesh command-line client.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    moderate = commands.add_parser("moderate", help="moderate one item (text and/or images) and print the decision")
+    moderate.add_argument("--router", default="127.0.0.1:8100", help="router address host:port (default 127.0.0.1:8100)")
+    moderate.add_argument("--tenant-key", required=True, help="the tenant's API key (sent as x-api-key)")
+    moderate.add_argument("--text", action="append", default=[], help="a text part (repeatable)")
+    moderate.add_argument("--image", action="append", default=[], type=Path, help="an image file part: JPEG, PNG or WebP (repeatable)")
+    moderate.add_argument("--policy", default="", help="policy name (default: the tenant's default policy)")
+    moderate.add_argument("--id", default="", help="item id (default: a random one)")
+    moderate.add_argument("--timeout", type=float, default=10.0, help="deadline in seconds (default 10)")
+    moderate.add_argument("--json", action="store_true", help="print the full response as JSON")
+    key = commands.add_parser("hash-key", help="print the SHA-256 digest of an API key for config/tenants.yaml")
+    key.add_argument("key", nargs="?", help="the key (default: generate a new random key and print both)")
+    return parser
+
+
+def format_response(response: pb.ModerateResponse) -> str:
+    """A readable multi-line summary: decision, categories that fired, evidence, degradations, timings."""
+    lines = [f"decision: {pb.Decision.Name(response.decision)}   (item {response.item_id}, policy "
+             f"{response.policy_name}@{response.policy_version})"]
+    for category in response.categories:
+        marker = "" if category.action == pb.ALLOW else f"  -> {pb.Decision.Name(category.action)} ({category.rule})"
+        lines.append(f"  {category.category:<24} {category.score:6.3f}  {pb.Severity.Name(category.severity)[9:].lower()}{marker}")
+    if response.evidence:
+        lines.append("evidence:")
+    for evidence in response.evidence:
+        kind = evidence.WhichOneof("kind")
+        where = f"part {evidence.part_index}"
+        if kind == "text_span":
+            span = evidence.text_span
+            source = f" (OCR line {span.ocr_line_index})" if span.from_ocr else ""
+            term = f" blocklist {span.lexicon}: {span.matched_term!r}" if span.matched_term else f" score {span.score:.3f}"
+            lines.append(f"  [{evidence.category}] {where}{source} chars {span.start}-{span.end} {span.text!r}{term}")
+        elif kind == "ocr_line":
+            line = evidence.ocr_line
+            polygon = " ".join(f"({p.x},{p.y})" for p in line.polygon)
+            lines.append(f"  [{evidence.category}] {where} OCR line {line.line_index}: {line.text!r} conf {line.confidence:.2f} at {polygon}")
+        elif kind == "image_score":
+            scores = ", ".join(f"{k}={v:.3f}" for k, v in sorted(evidence.image_score.scores.items()))
+            lines.append(f"  [{evidence.category or 'scores'}] {where} {evidence.image_score.model}: {scores}")
+    for degradation in response.degradations:
+        lines.append(f"DEGRADED {degradation.stage}: {degradation.reason} ({degradation.handling})")
+    lines.append("timings: " + ", ".join(f"{t.stage} {t.duration_ms:.1f} ms" for t in response.timings))
+    lines.append("models: " + ", ".join(f"{m.name}:{m.version}" for m in response.models))
+    return "\n".join(lines)
+
+
+def moderate(args: argparse.Namespace) -> int:
+    item = pb.Item(id=args.id or uuid.uuid4().hex[:12])
+    for text in args.text:
+        item.parts.add(text=text)
+    for path in args.image:
+        try:
+            item.parts.add(image=pb.Image(data=path.read_bytes()))
+        except OSError as error:
+            print(f"auditmesh: cannot read image {path}: {error.strerror}", file=sys.stderr)
+            return 2
+    if not item.parts:
+        print("auditmesh: give at least one --text or --image", file=sys.stderr)
+        return 2
+    options = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+    with grpc.insecure_channel(args.router, options=options) as channel:
+        stub = pb_grpc.ModerationServiceStub(channel)
+        try:
+            response = stub.Moderate(pb.ModerateRequest(request_id=item.id, item=item, policy=args.policy),
+                                     metadata=[("x-api-key", args.tenant_key)], timeout=args.timeout)
+        except grpc.RpcError as error:
+            print(f"auditmesh: {error.code().name}: {error.details()}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(MessageToDict(response, preserving_proto_field_name=True), indent=2, ensure_ascii=False))
+    else:
+        print(format_response(response))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "hash-key":
+        key = args.key or secrets.token_urlsafe(24)
+        if not args.key:
+            print(f"key:    {key}")
+        print(f"sha256: {hash_key(key)}")
+        return 0
+    return moderate(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

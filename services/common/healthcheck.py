@@ -1,0 +1,26 @@
+"""Container health probe: `python -m services.common.healthcheck HOST:PORT` exits 0 when SERVING."""
+
+from __future__ import annotations
+
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m services.common.healthcheck HOST:PORT", file=sys.stderr)
+        return 2
+    with grpc.insecure_channel(argv[0]) as channel:
+        try:
+            status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=3).status
+        except grpc.RpcError as error:
+            print(f"{argv[0]}: {error.code().name}", file=sys.stderr)
+            return 1
+    print(f"{argv[0]}: {health_pb2.HealthCheckResponse.ServingStatus.Name(status)}")
+    return 0 if status == health_pb2.HealthCheckResponse.SERVING else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,78 @@
+"""Integration fixtures: the real mesh (four real service processes on loopback ports), test tenants.
+
+The model repository must have been built (`make models`; `make test` does it). A missing piece fails
+the tests with a clear message; nothing here is skipped.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Iterator
+
+import grpc
+import pytest
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+
+from services.launcher import ROOT, Mesh
+from services.router.tenants import hash_key
+
+KEY_A, KEY_B = "test-key-tenant-a", "test-key-tenant-b"
+
+
+def free_base_port(count: int = 4) -> int:
+    """A base port such that base .. base+count-1 are free on loopback right now."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count >= 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no block of free loopback ports found")
+
+
+@pytest.fixture(scope="session")
+def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tenants") / "tenants.yaml"
+    path.write_text(f"tenants:\n"
+                    f"  - id: tenant-a\n    api_key_sha256: {hash_key(KEY_A)}\n    policies: [default, strict]\n"
+                    f"  - id: tenant-b\n    api_key_sha256: {hash_key(KEY_B)}\n    policies: [strict]\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def mesh(tenants_file: Path) -> Iterator[Mesh]:
+    """All four services, started once for the session and stopped (gracefully) at the end."""
+    repository = ROOT / "model_repository"
+    if not (repository / ".built").exists() and not (repository / "toxicity_en").exists():
+        pytest.fail(f"model repository {repository} is missing: run `make models` (make test does)")
+    running = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="session")
+def router_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
+    options = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+    with grpc.insecure_channel(mesh.address("router"), options=options) as channel:
+        yield channel
+
+
+@pytest.fixture(scope="session")
+def stub(router_channel: grpc.Channel) -> pb_grpc.ModerationServiceStub:
+    return pb_grpc.ModerationServiceStub(router_channel)

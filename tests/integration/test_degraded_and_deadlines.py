@@ -1,0 +1,121 @@
+"""Failure handling with real processes: a modality service down or stopping, deadlines, no leaked work."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import grpc
+import pytest
+import tritonclient.grpc as triton
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+
+from services.launcher import Mesh
+from tests.fixtures.render import render_photo_like, render_text_image
+from tests.integration.conftest import KEY_A, KEY_B, free_base_port
+from tests.integration.test_moderation_e2e import moderate
+
+
+def dead_address() -> str:
+    return f"127.0.0.1:{free_base_port(1)}"  # nothing listens there
+
+
+@pytest.fixture(scope="module")
+def side_mesh(mesh: Mesh, tenants_file) -> Iterator[Mesh]:
+    """A second router with its own vision service, the main mesh's text service and no OCR service."""
+    side = Mesh(base_port=free_base_port(), extra_env={
+        "AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_TEXT_URL": mesh.address("text"),
+        "AUDITMESH_OCR_URL": dead_address()})
+    try:
+        side.start_service("vision")
+        side.wait_serving("vision")
+        side.start_service("router")
+        side.wait_serving("router")
+        yield side
+    finally:
+        side.stop()
+
+
+def test_service_down_then_stopped_answers_degraded_per_policy(side_mesh: Mesh) -> None:
+    with grpc.insecure_channel(side_mesh.address("router")) as channel:
+        stub = pb_grpc.ModerationServiceStub(channel)
+        image = render_photo_like((320, 240), seed=2)
+        response = moderate(stub, "a caption", image)
+        assert response.decision == pb.ALLOW and response.degraded  # default policy: ocr fails open
+        assert [(d.stage, d.handling) for d in response.degradations] == [("ocr", "fail_open")]
+        assert "ocr service" in response.degradations[0].reason
+        assert any(e.WhichOneof("kind") == "image_score" for e in response.evidence)  # vision still answered
+
+        assert side_mesh.stop_service("vision") == 0  # SIGTERM: drains and exits cleanly
+        response = moderate(stub, "a caption", image)
+        assert response.decision == pb.ALLOW and response.degraded
+        assert {d.stage for d in response.degradations} == {"vision", "ocr"}
+        strict = moderate(stub, "a caption", image, key=KEY_B)  # strict policy: vision and ocr fail closed
+        assert strict.decision == pb.REVIEW and strict.degraded
+        assert {d.handling for d in strict.degradations} == {"fail_closed"}
+
+
+def test_text_service_down_fails_closed_to_review(mesh: Mesh, tenants_file) -> None:
+    lonely = Mesh(base_port=free_base_port(), extra_env={
+        "AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_TEXT_URL": dead_address(),
+        "AUDITMESH_VISION_URL": dead_address(), "AUDITMESH_OCR_URL": dead_address()})
+    try:
+        lonely.start_service("router")
+        lonely.wait_serving("router")
+        with grpc.insecure_channel(lonely.address("router")) as channel:
+            response = moderate(pb_grpc.ModerationServiceStub(channel), "hello")
+        assert response.decision == pb.REVIEW and response.degraded
+        assert [(d.stage, d.handling) for d in response.degradations] == [("text", "fail_closed")]
+    finally:
+        lonely.stop()
+
+
+def ocr_inference_count(mesh: Mesh) -> int:
+    client = triton.InferenceServerClient(mesh.address("ocr"))
+    stats = client.get_inference_statistics("ocr", as_json=True)
+    client.close()
+    return int(stats["model_stats"][0].get("inference_count", 0))
+
+
+def test_deadline_shorter_than_ocr_is_deadline_exceeded_without_leaking_work(
+        mesh: Mesh, stub: pb_grpc.ModerationServiceStub) -> None:
+    image = render_text_image(["deadline test"], seed=9)
+    moderate(stub, image)  # the router learns how long OCR takes
+    before = ocr_inference_count(mesh)
+    started = time.monotonic()
+    for _ in range(3):
+        with pytest.raises(grpc.RpcError) as caught:
+            moderate(stub, image, timeout=0.05)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 2.0  # answered at the deadline, not after the OCR work
+    time.sleep(0.5)
+    assert ocr_inference_count(mesh) == before  # the OCR service never ran the doomed items
+
+
+def test_graceful_shutdown_finishes_in_flight_requests(mesh: Mesh, tenants_file) -> None:
+    """SIGTERM while requests are queued: every accepted request still gets its answer."""
+    import concurrent.futures
+
+    side = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+    try:
+        side.start_service("text")
+        side.wait_serving("text")
+        client = triton.InferenceServerClient(side.address("text"))
+
+        def call(i: int) -> float:
+            tensor = triton.InferInput("TEXT", [8, 1], "BYTES")
+            import numpy as np
+            tensor.set_data_from_numpy(np.array([[f"message {i}-{j}".encode()] for j in range(8)], dtype=object))
+            return float(client.infer("text_moderation", [tensor]).as_numpy("TOXICITY").shape[0])
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            futures = [pool.submit(call, i) for i in range(32)]
+            time.sleep(0.05)
+            code = side.stop_service("text")
+            results = [f.result(timeout=30) for f in futures]
+        assert code == 0
+        assert results == [8.0] * 32
+        client.close()
+    finally:
+        side.stop()

@@ -1,0 +1,146 @@
+"""DynamicBatcher: triggers, cancellation, bounded queue, error propagation, draining on close."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.common.batcher import (BatcherClosedError, BatchingConfig, BatchResultError, DynamicBatcher,
+                                     QueueFullError)
+
+
+class Recorder:
+    """run_batch that records batch sizes and blocks until `release` is set."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def __call__(self, items: list[int]) -> list[int]:
+        self.batches.append(list(items))
+        await self.release.wait()
+        return [item * 10 for item in items]
+
+
+async def test_idle_batcher_dispatches_at_once_and_batches_what_queued_meanwhile() -> None:
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=8))
+    batcher.start()
+    first = asyncio.create_task(batcher.submit([1]))
+    await asyncio.sleep(0.01)
+    assert recorder.batches == [[1]]  # no window at low load
+    rest = [asyncio.create_task(batcher.submit([i])) for i in range(2, 6)]
+    await asyncio.sleep(0.01)
+    recorder.release.set()
+    assert await first == [10]
+    assert [await task for task in rest] == [[20], [30], [40], [50]]
+    assert recorder.batches == [[1], [2, 3, 4, 5]]
+    await batcher.close()
+
+
+async def test_full_batch_dispatches_before_the_window() -> None:
+    recorder = Recorder()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=4, max_delay_ms=10_000))
+    batcher.start()
+    result = await asyncio.wait_for(batcher.submit([1, 2, 3, 4]), 1.0)
+    assert result == [10, 20, 30, 40]
+    await batcher.close()
+
+
+async def test_window_waits_for_more_items_then_dispatches() -> None:
+    recorder = Recorder()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=8, max_delay_ms=50))
+    batcher.start()
+    first = asyncio.create_task(batcher.submit([1]))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(batcher.submit([2]))
+    await asyncio.gather(first, second)
+    assert recorder.batches == [[1, 2]]
+    await batcher.close()
+
+
+async def test_cancelled_caller_leaves_the_queue_before_its_batch_runs() -> None:
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=8))
+    batcher.start()
+    running = asyncio.create_task(batcher.submit([1]))
+    await asyncio.sleep(0.01)
+    doomed = asyncio.create_task(batcher.submit([2]))
+    kept = asyncio.create_task(batcher.submit([3]))
+    await asyncio.sleep(0.01)
+    doomed.cancel()
+    await asyncio.sleep(0)
+    recorder.release.set()
+    await running
+    assert await kept == [30]
+    assert recorder.batches == [[1], [3]]
+    await batcher.close()
+
+
+async def test_queue_is_bounded() -> None:
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=2, max_queue=4))
+    batcher.start()
+    running = asyncio.create_task(batcher.submit([1, 2]))
+    await asyncio.sleep(0.01)
+    queued = asyncio.create_task(batcher.submit([3, 4, 5, 6]))
+    await asyncio.sleep(0.01)
+    with pytest.raises(QueueFullError, match="limit 4"):
+        await batcher.submit([7])
+    recorder.release.set()
+    await asyncio.gather(running, queued)
+    await batcher.close()
+
+
+async def test_run_batch_error_reaches_every_caller_of_that_batch() -> None:
+    async def broken(items: list[int]) -> list[int]:
+        raise ValueError("model exploded")
+
+    batcher = DynamicBatcher(broken, config=BatchingConfig(max_batch_size=4))
+    batcher.start()
+    with pytest.raises(ValueError, match="model exploded"):
+        await batcher.submit([1, 2])
+    await batcher.close()
+
+
+async def test_wrong_result_count_is_a_typed_error() -> None:
+    async def short(items: list[int]) -> list[int]:
+        return items[:-1]
+
+    batcher = DynamicBatcher(short, config=BatchingConfig(max_batch_size=4))
+    batcher.start()
+    with pytest.raises(BatchResultError, match="1 results for 2 items"):
+        await batcher.submit([1, 2])
+    await batcher.close()
+
+
+async def test_close_finishes_accepted_work_and_refuses_new_work() -> None:
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=1))
+    batcher.start()
+    accepted = [asyncio.create_task(batcher.submit([i])) for i in range(3)]
+    await asyncio.sleep(0.01)
+    closing = asyncio.create_task(batcher.close())
+    await asyncio.sleep(0.01)
+    with pytest.raises(BatcherClosedError):
+        await batcher.submit([9])
+    recorder.release.set()
+    await closing
+    assert [await task for task in accepted] == [[0], [10], [20]]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_batch_size": 0}, "max_batch_size must be >= 1"),
+    ({"max_delay_ms": -1}, "max_delay_ms must be >= 0"),
+    ({"max_batch_size": 8, "max_queue": 4}, "max_queue"),
+    ({"max_concurrency": 0}, "max_concurrency"),
+])
+def test_bad_settings_are_rejected_with_the_field_name(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        BatchingConfig(**kwargs)
