@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             items = [photos[i % len(photos)] for i in range(size)]
             tensor = np.empty((size, 1), dtype=np.object_)
             tensor[:, 0] = items
-            times = sorted(_ms(lambda: model.infer({"IMAGE": tensor}), args.repeats))
+            times = sorted(_ms(partial(model.infer, {"IMAGE": tensor}), args.repeats))
             p50, p95 = statistics.median(times), times[min(len(times) - 1, int(0.95 * len(times)))]
             print(f"threads={threads} batch={size}: p50 {p50:.1f} ms  p95 {p95:.1f} ms  ({p50 / size:.1f} ms/image)")
             print(f"    stages (ms/batch, median): {_stages(args.repository, options, items, max(3, args.repeats // 4))}")

@@ -51,6 +51,11 @@ MODEL_OUTPUTS: dict[tuple[str, str], str] = {
 }
 
 
+def is_custom_category(category: str) -> bool:
+    """True for a tenant blocklist category, `custom.<name>`."""
+    return category.startswith(CUSTOM_PREFIX) and len(category) > len(CUSTOM_PREFIX)
+
+
 def is_known(category: str) -> bool:
     """True for a taxonomy category or a `custom.<name>` blocklist category."""
-    return category in CATEGORIES or (category.startswith(CUSTOM_PREFIX) and len(category) > len(CUSTOM_PREFIX))
+    return category in CATEGORIES or is_custom_category(category)

@@ -47,7 +47,7 @@ class OcrSettings:
     use_cls: bool = True
     cls_thresh: float = 0.9
     rec_batch: int = 16
-    rec_width_step: int = 32
+    rec_width_step: int = 16
     cls_batch: int = 32
 
     def __post_init__(self) -> None:

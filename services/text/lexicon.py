@@ -30,6 +30,7 @@ from typing import Any, Iterable
 
 import ahocorasick
 
+from services.common.taxonomy import is_custom_category
 from services.text.normalize import NormalizedText, normalize
 from services.text.scripts import is_word_char
 
@@ -61,8 +62,8 @@ class LexiconEntry:
     def __post_init__(self) -> None:
         if not isinstance(self.term, str) or not self.term.strip():
             raise ValueError(f"term: must be a non-empty string, got {self.term!r}")
-        if self.category not in CATEGORIES:
-            raise ValueError(f"category: {self.category!r} is not one of {CATEGORIES} (term {self.term!r})")
+        if self.category not in CATEGORIES and not is_custom_category(self.category):
+            raise ValueError(f"category: {self.category!r} is not one of {CATEGORIES} or custom.<name> (term {self.term!r})")
         if isinstance(self.severity, bool) or self.severity not in SEVERITIES:
             raise ValueError(f"severity: must be 1, 2 or 3, got {self.severity!r} (term {self.term!r})")
         if not isinstance(self.source, str):

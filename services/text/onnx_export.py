@@ -10,7 +10,7 @@ Two details make the file load and agree with scikit-learn here:
 
 Example::
 
-    model = export_text_pipeline(Pipeline([("tfidf", vectorizer), ("clf", classifier)]))
+    model = export_text_pipeline(Pipeline([("tfidf", vectorizer), ("clf", classifier)]), "spam_en")
     onnx.save(model, "model.onnx")
 """
 
@@ -30,18 +30,28 @@ LOCALE = "C.UTF-8"
 TARGET_OPSET = {"": 17, "ai.onnx.ml": 3}
 
 
-def export_text_pipeline(pipeline: Any) -> onnx.ModelProto:
-    """Convert a fitted `Pipeline([("tfidf", TfidfVectorizer), ("clf", classifier)])` to ONNX."""
+def export_text_pipeline(pipeline: Any, name: str) -> onnx.ModelProto:
+    """Convert a fitted `Pipeline([("tfidf", TfidfVectorizer), ("clf", classifier)])` to ONNX.
+
+    `name` becomes the graph name (skl2onnx would pick a random one) and the opset list is sorted, so
+    the same pipeline always gives a byte-identical file.
+    """
     from skl2onnx import convert_sklearn  # build-time dependency only
     from skl2onnx.common.data_types import StringTensorType
 
     vectorizer, classifier = pipeline.steps[0][1], pipeline.steps[-1][1]
-    model = convert_sklearn(
+    model: onnx.ModelProto = convert_sklearn(
         pipeline,
         initial_types=[(INPUT_NAME, StringTensorType([None]))],
         options={id(vectorizer): {"tokenexp": TOKEN_PATTERN}, id(classifier): {"zipmap": False}},
         target_opset=TARGET_OPSET,
+        name=name,
     )
+    model.graph.name = name
+    # skl2onnx collects opsets in a set: its order follows string hashing, which changes per process.
+    opsets = sorted(((o.domain, o.version) for o in model.opset_import))
+    del model.opset_import[:]
+    model.opset_import.extend(helper.make_opsetid(domain, version) for domain, version in opsets)
     set_string_normalizer_locale(model, LOCALE)
     return model
 

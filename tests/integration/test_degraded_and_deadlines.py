@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from typing import Iterator
 
 import grpc
+import numpy as np
 import pytest
 import tritonclient.grpc as triton
 from auditmesh.v1 import moderation_pb2 as pb
@@ -94,28 +96,33 @@ def test_deadline_shorter_than_ocr_is_deadline_exceeded_without_leaking_work(
 
 
 def test_graceful_shutdown_finishes_in_flight_requests(mesh: Mesh, tenants_file) -> None:
-    """SIGTERM while requests are queued: every accepted request still gets its answer."""
-    import concurrent.futures
-
+    """SIGTERM while calls are queued: every accepted call still gets its answer, then the process
+    exits 0 and new calls are refused."""
     side = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
     try:
         side.start_service("text")
         side.wait_serving("text")
         client = triton.InferenceServerClient(side.address("text"))
+        long_texts = np.array([[(f"message {j} " + "please review this long comment " * 150).encode()] for j in range(64)],
+                              dtype=object)
 
-        def call(i: int) -> float:
-            tensor = triton.InferInput("TEXT", [8, 1], "BYTES")
-            import numpy as np
-            tensor.set_data_from_numpy(np.array([[f"message {i}-{j}".encode()] for j in range(8)], dtype=object))
-            return float(client.infer("text_moderation", [tensor]).as_numpy("TOXICITY").shape[0])
+        def call(i: int) -> tuple[int, float]:
+            tensor = triton.InferInput("TEXT", [64, 1], "BYTES")
+            tensor.set_data_from_numpy(long_texts)
+            result = client.infer("text_moderation", [tensor], client_timeout=60)
+            return result.as_numpy("TOXICITY").shape[0], time.monotonic()
 
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
-            futures = [pool.submit(call, i) for i in range(32)]
-            time.sleep(0.05)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(call, i) for i in range(8)]
+            time.sleep(0.3)  # all eight calls are sent and queued behind each other in the service
+            signalled = time.monotonic()
             code = side.stop_service("text")
-            results = [f.result(timeout=30) for f in futures]
+            results = [f.result(timeout=60) for f in futures]
         assert code == 0
-        assert results == [8.0] * 32
+        assert [size for size, _ in results] == [64] * 8
+        assert any(done > signalled for _, done in results), "no call was still in flight at SIGTERM"
+        with pytest.raises(triton.InferenceServerException):
+            call(99)
         client.close()
     finally:
         side.stop()

@@ -1,0 +1,30 @@
+"""Fixtures for the text tests. The model tests need the built model repository: they FAIL (never
+skip) with the command to run when it is missing, so a forgotten `make models` cannot pass silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.common.model_repository import DEFAULT_ROOT, ModelNotFoundError, find_model
+from services.common.onnx_session import SessionOptions
+from services.text.model import SPAM_MODEL, TOXICITY_MODEL, TextModerationModel
+
+
+@pytest.fixture(scope="session")
+def repository_root() -> Path:
+    for name in (TOXICITY_MODEL, SPAM_MODEL):
+        try:
+            find_model(name, root=DEFAULT_ROOT)
+        except ModelNotFoundError as error:
+            pytest.fail(f"{error}\nBuild it first: `make models` or "
+                        f"`python -m services.text.build_models --repository {DEFAULT_ROOT}`", pytrace=False)
+    return DEFAULT_ROOT
+
+
+@pytest.fixture(scope="session")
+def text_model(repository_root: Path) -> TextModerationModel:
+    model = TextModerationModel(repository_root, SessionOptions(intra_op_threads=1))
+    model.warmup()
+    return model

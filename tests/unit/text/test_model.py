@@ -1,0 +1,115 @@
+"""Tests for services/text/model.py: the KServe tensor contract, scores and blocklist output."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from services.common.model_api import InvalidInputError
+from services.text.lexicon import Lexicon, LexiconEntry
+from services.text.model import TextModerationModel
+
+
+def batch(*texts: str) -> dict[str, np.ndarray]:
+    return {"TEXT": np.array([[t.encode("utf-8")] for t in texts], dtype=object)}
+
+
+def matches(output: dict[str, np.ndarray], index: int) -> list[dict[str, Any]]:
+    decoded: list[dict[str, Any]] = json.loads(output["MATCHES"][index, 0].decode("utf-8"))
+    return decoded
+
+
+def test_output_shapes_and_types(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch("hello", "world", ""))
+    assert set(out) == {"TOXICITY", "SPAM", "MATCHES"}
+    assert out["TOXICITY"].shape == out["SPAM"].shape == out["MATCHES"].shape == (3, 1)
+    assert out["TOXICITY"].dtype == out["SPAM"].dtype == np.float32
+    assert out["MATCHES"].dtype == object and isinstance(out["MATCHES"][0, 0], bytes)
+
+
+def test_toxic_sentence_scores_high_and_benign_low(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch("You are a fucking idiot, shut up you stupid bitch",
+                                 "Thanks for the lovely dinner, see you tomorrow at the station"))
+    assert out["TOXICITY"][0, 0] > 0.5
+    assert out["TOXICITY"][1, 0] < 0.5
+
+
+def test_obvious_sms_spam_scores_high(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch("WINNER!! You have won a £1000 prize, call 09061701461 to claim",
+                                 "Hey, are we still on for dinner tonight?"))
+    assert out["SPAM"][0, 0] > 0.8
+    assert out["SPAM"][1, 0] < 0.5
+
+
+def test_matches_carry_original_offsets(text_model: TextModerationModel) -> None:
+    text = "你个傻　.　逼，class"
+    [hit] = matches(text_model.infer(batch(text)), 0)
+    assert hit["category"] == "profanity" and hit["term"] == "傻逼"
+    assert (hit["start"], hit["end"], hit["text"]) == (2, 7, "傻　.　逼")
+    assert text[hit["start"]:hit["end"]] == hit["text"]
+    assert set(hit) == {"category", "term", "severity", "start", "end", "text", "source"}
+
+
+def test_obfuscated_english_is_scored_and_matched(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch("ｆｕｃｋ you, you piece of sh1t"))
+    assert out["TOXICITY"][0, 0] > 0.5
+    assert {h["text"] for h in matches(out, 0)} >= {"ｆｕｃｋ", "sh1t"}
+
+
+def test_batch_order_is_preserved(text_model: TextModerationModel) -> None:
+    texts = ["nice day", "fuck off", "nice day"]
+    together = text_model.infer(batch(*texts))
+    for index, text in enumerate(texts):
+        alone = text_model.infer(batch(text))
+        assert together["TOXICITY"][index, 0] == pytest.approx(alone["TOXICITY"][0, 0], abs=1e-6)
+        assert together["MATCHES"][index, 0] == alone["MATCHES"][0, 0]
+
+
+def test_empty_batch(text_model: TextModerationModel) -> None:
+    out = text_model.infer({"TEXT": np.empty((0, 1), dtype=object)})
+    assert out["TOXICITY"].shape == out["SPAM"].shape == out["MATCHES"].shape == (0, 1)
+
+
+def test_invalid_utf8_names_the_item(text_model: TextModerationModel) -> None:
+    bad = {"TEXT": np.array([[b"fine"], [b"\xff\xfe broken"]], dtype=object)}
+    with pytest.raises(InvalidInputError, match=r"TEXT\[1\].*UTF-8"):
+        text_model.infer(bad)
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ({"IMAGE": np.array([[b"x"]], dtype=object)}, "missing input tensor 'TEXT'"),
+    ({"TEXT": np.array([b"x"], dtype=object)}, "shape"),
+    ({"TEXT": np.array([[1.0]], dtype=np.float32)}, r"TEXT\[0\] must be UTF-8 bytes"),
+    ({"TEXT": np.array([[b"x"]] * 65, dtype=object)}, "max_batch_size"),
+])
+def test_malformed_inputs_are_rejected(text_model: TextModerationModel, inputs: dict[str, np.ndarray],
+                                       message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        text_model.infer(inputs)
+
+
+def test_model_files_report_versions_and_hashes(text_model: TextModerationModel) -> None:
+    files = {f.name: f for f in text_model.model_files()}
+    assert set(files) == {"toxicity_en", "spam_en", "lexicon"}
+    assert all(len(files[n].sha256) == 64 for n in files)
+    assert files["lexicon"].version == text_model.lexicon.version
+
+
+def test_custom_lexicon(repository_root: Any) -> None:
+    from services.common.onnx_session import SessionOptions
+
+    lexicon = Lexicon.build([LexiconEntry("brandx", "spam", 1, "tenant")])
+    model = TextModerationModel(repository_root, SessionOptions(), lexicon=lexicon)
+    [hit] = matches(model.infer(batch("buy BRANDX now")), 0)
+    assert (hit["term"], hit["start"], hit["end"], hit["source"]) == ("brandx", 4, 10, "tenant")
+    assert {f.name: f.version for f in model.model_files()}["lexicon"] == lexicon.version
+
+
+def test_contract_metadata(text_model: TextModerationModel) -> None:
+    assert (text_model.name, text_model.version, text_model.platform, text_model.max_batch_size) == (
+        "text_moderation", "1", "auditmesh_text_pipeline", 64)
+    assert [s.name for s in text_model.inputs] == ["TEXT"]
+    assert [s.name for s in text_model.outputs] == ["TOXICITY", "SPAM", "MATCHES"]
