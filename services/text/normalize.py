@@ -39,7 +39,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.text.scripts import is_cjk, is_word_char
+from services.text.scripts import CJK_RANGES, is_cjk, is_word_char
 
 __all__ = ["NormalizedText", "normalize"]
 
@@ -49,6 +49,14 @@ _QUANTITY = re.compile(
     r"\d+(?:st|nd|rd|th|am|pm|s|k|m|h|x|p|g|kg|km|cm|mm|gb|mb|tb|ml|min|mins|hr|hrs|yr|yrs|sec|secs|d|y)")
 _APOSTROPHES = frozenset("'\u2019\u02bc`")
 _MAX_SPELLED_SEPARATOR = 3  # "f . u . c . k" joins, letters far apart do not
+_MULTI_SPACE = re.compile(r" {2,}")
+_TOKEN = re.compile(r"(?:[^\W_]|[@$!])+")
+_ASCII_LETTER = re.compile(r"[a-z]")
+_LEET_HINT = re.compile(r"[0-9@$!]")
+_REPEAT = re.compile(r"(.)\1{2,}")
+# Cheap tests that decide whether the slower separator pass can change anything.
+_CJK_HINT = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in CJK_RANGES) + "]")
+_SPELLED_HINT = re.compile(r"(?<![^\W_])[a-z][\W_]{1,3}[a-z][\W_]{1,3}[a-z](?![^\W_])")
 
 # Look-alikes after case folding (so only lower-case forms are needed).
 _HOMOGLYPHS = str.maketrans({
@@ -114,17 +122,25 @@ def normalize(text: str) -> NormalizedText:
         >>> normalize("Sh1t, f.u.c.k and 傻＊逼").text
         'shit, fuck and 傻逼'
     """
-    chars: list[str] = []
+    folded, offsets = _fold_chars(text)
+    folded, offsets = _collapse_spaces(folded, offsets)
+    folded = _fold_leet(folded)
+    folded, offsets = _fold_separators(folded, offsets)
+    folded, offsets = _collapse_repeats(folded, offsets)
+    return NormalizedText(folded, tuple(offsets), text)
+
+
+def _fold_chars(text: str) -> tuple[str, list[int]]:
+    if text.isascii() and text.isprintable():  # fast path: only case folding can change anything
+        return text.lower(), list(range(len(text)))
+    pieces: list[str] = []
     offsets: list[int] = []
     for index, char in enumerate(text):
         folded = _fold_char(char)
-        chars.extend(folded)
-        offsets.extend([index] * len(folded))
-    chars, offsets = _collapse_spaces(chars, offsets)
-    chars = _fold_leet(chars)
-    chars, offsets = _fold_separators(chars, offsets)
-    chars, offsets = _collapse_repeats(chars, offsets)
-    return NormalizedText("".join(chars), tuple(offsets), text)
+        if folded:
+            pieces.append(folded)
+            offsets.extend([index] * len(folded))
+    return "".join(pieces), offsets
 
 
 @lru_cache(maxsize=65536)
@@ -173,69 +189,72 @@ def _simplified() -> dict[str, str]:
     return {src: dst for src, dst in zip(chars, converted) if src != dst and len(dst) == 1}
 
 
-def _collapse_spaces(chars: list[str], offsets: list[int]) -> tuple[list[str], list[int]]:
-    keep = [c != " " or (i > 0 and chars[i - 1] != " ") for i, c in enumerate(chars)]
-    out_chars = [c for c, k in zip(chars, keep) if k]
-    out_offsets = [o for o, k in zip(offsets, keep) if k]
-    start, end = 0, len(out_chars)
-    while start < end and out_chars[start] == " ":
-        start += 1
-    while end > start and out_chars[end - 1] == " ":
-        end -= 1
-    return out_chars[start:end], out_offsets[start:end]
+def _drop(text: str, offsets: list[int], drop: set[int]) -> tuple[str, list[int]]:
+    """Remove the characters at the indices in `drop` (and their offsets)."""
+    if not drop:
+        return text, offsets
+    keep = [i for i in range(len(text)) if i not in drop]
+    return "".join(text[i] for i in keep), [offsets[i] for i in keep]
 
 
-def _is_token_char(char: str) -> bool:
-    return char.isalnum() or char in _LEET or char in _LEET_INTERIOR
+def _collapse_spaces(text: str, offsets: list[int]) -> tuple[str, list[int]]:
+    if "  " not in text and not text.startswith(" ") and not text.endswith(" "):
+        return text, offsets
+    drop = {i for m in _MULTI_SPACE.finditer(text) for i in range(m.start() + 1, m.end())}
+    text, offsets = _drop(text, offsets, drop)
+    start, end = (1 if text.startswith(" ") else 0), (len(text) - 1 if text.endswith(" ") and len(text) > 1 else len(text))
+    return text[start:end], offsets[start:end]
 
 
-def _fold_leet(chars: list[str]) -> list[str]:
-    out = list(chars)
-    index = 0
-    while index < len(chars):
-        if not _is_token_char(chars[index]):
-            index += 1
+def _fold_leet(text: str) -> str:
+    if not _LEET_HINT.search(text):
+        return text
+    chars = list(text)
+    for token in _TOKEN.finditer(text):
+        word = token.group()
+        if not _ASCII_LETTER.search(word) or not _LEET_HINT.search(word) or _QUANTITY.fullmatch(word):
             continue
-        end = index
-        while end < len(chars) and _is_token_char(chars[end]):
-            end += 1
-        token = "".join(chars[index:end])
-        if any("a" <= c <= "z" for c in token) and not _QUANTITY.fullmatch(token):
-            for position in range(index, end):
-                char = chars[position]
-                if char in _LEET:
-                    out[position] = _LEET[char]
-                elif (char in _LEET_INTERIOR and index < position < end - 1
-                      and chars[position - 1].isalnum() and chars[position + 1].isalnum()):
-                    out[position] = _LEET_INTERIOR[char]
-        index = end
-    return out
+        for position in range(token.start(), token.end()):
+            char = text[position]
+            if char in _LEET:
+                chars[position] = _LEET[char]
+            elif (char in _LEET_INTERIOR and token.start() < position < token.end() - 1
+                  and text[position - 1].isalnum() and text[position + 1].isalnum()):
+                chars[position] = _LEET_INTERIOR[char]
+    return "".join(chars)
 
 
-def _is_separator(char: str) -> bool:
-    return char == " " or unicodedata.category(char)[0] in "PS"
+@lru_cache(maxsize=65536)
+def _kind(char: str) -> str:
+    """"sep" for a space, punctuation or symbol; "word" for a word character; else "other"."""
+    if char == " " or unicodedata.category(char)[0] in "PS":
+        return "sep"
+    return "word" if is_word_char(char) else "other"
 
 
-def _fold_separators(chars: list[str], offsets: list[int]) -> tuple[list[str], list[int]]:
-    drop = [False] * len(chars)
-    runs = _runs(chars)
-    for position, (kind, start, end) in enumerate(runs):
-        if kind != "sep" or position == 0 or position == len(runs) - 1:
-            continue
-        if is_cjk(chars[start - 1]) and is_cjk(chars[end]):
-            drop[start:end] = [True] * (end - start)
-    for first, last in _spelled_out_sequences(chars, runs):
+def _fold_separators(text: str, offsets: list[int]) -> tuple[str, list[int]]:
+    has_cjk = _CJK_HINT.search(text) is not None
+    if not has_cjk and not _SPELLED_HINT.search(text):
+        return text, offsets
+    drop: set[int] = set()
+    runs = _runs(text)
+    if has_cjk:
+        for position in range(1, len(runs) - 1):
+            kind, start, end = runs[position]
+            if kind == "sep" and is_cjk(text[start - 1]) and is_cjk(text[end]):
+                drop.update(range(start, end))
+    for first, last in _spelled_out_sequences(text, runs):
         for kind, start, end in runs[first:last + 1]:
             if kind == "sep":
-                drop[start:end] = [True] * (end - start)
-    return ([c for c, d in zip(chars, drop) if not d], [o for o, d in zip(offsets, drop) if not d])
+                drop.update(range(start, end))
+    return _drop(text, offsets, drop)
 
 
-def _runs(chars: list[str]) -> list[tuple[str, int, int]]:
-    """Split into maximal runs of kind "sep" (separators), "word" (Latin word chars) or "other"."""
+def _runs(text: str) -> list[tuple[str, int, int]]:
+    """Split into maximal runs of kind "sep" (separators), "word" (word chars) or "other"."""
     runs: list[tuple[str, int, int]] = []
-    for index, char in enumerate(chars):
-        kind = "sep" if _is_separator(char) else "word" if is_word_char(char) else "other"
+    for index, char in enumerate(text):
+        kind = _kind(char)
         if runs and runs[-1][0] == kind and kind != "other":
             runs[-1] = (kind, runs[-1][1], index + 1)
         else:
@@ -243,15 +262,15 @@ def _runs(chars: list[str]) -> list[tuple[str, int, int]]:
     return runs
 
 
-def _spelled_out_sequences(chars: list[str], runs: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
+def _spelled_out_sequences(text: str, runs: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
     """Index ranges [first, last] of runs that spell a word letter by letter: a s s, f.u.c.k."""
 
     def is_letter(run: tuple[str, int, int]) -> bool:
-        return run[0] == "word" and run[2] - run[1] == 1 and "a" <= chars[run[1]] <= "z"
+        return run[0] == "word" and run[2] - run[1] == 1 and "a" <= text[run[1]] <= "z"
 
     def joins(run: tuple[str, int, int]) -> bool:
         return (run[0] == "sep" and run[2] - run[1] <= _MAX_SPELLED_SEPARATOR
-                and not any(chars[i] in _APOSTROPHES for i in range(run[1], run[2])))
+                and not any(text[i] in _APOSTROPHES for i in range(run[1], run[2])))
 
     found = []
     index = 0
@@ -267,14 +286,6 @@ def _spelled_out_sequences(chars: list[str], runs: list[tuple[str, int, int]]) -
     return found
 
 
-def _collapse_repeats(chars: list[str], offsets: list[int]) -> tuple[list[str], list[int]]:
-    drop = [False] * len(chars)
-    start = 0
-    while start < len(chars):
-        end = start
-        while end < len(chars) and chars[end] == chars[start]:
-            end += 1
-        if end - start >= 3 and chars[start].isalpha():
-            drop[start + 1:end] = [True] * (end - start - 1)
-        start = end
-    return ([c for c, d in zip(chars, drop) if not d], [o for o, d in zip(offsets, drop) if not d])
+def _collapse_repeats(text: str, offsets: list[int]) -> tuple[str, list[int]]:
+    drop = {i for m in _REPEAT.finditer(text) if m.group(1).isalpha() for i in range(m.start() + 1, m.end())}
+    return _drop(text, offsets, drop)

@@ -11,24 +11,28 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["is_cjk", "is_word_char"]
+from functools import lru_cache
+
+__all__ = ["CJK_RANGES", "is_cjk", "is_word_char"]
 
 # Han (with extensions and compatibility ideographs), kana, Hangul, Bopomofo, CJK symbols block.
-_CJK_RANGES = (
+CJK_RANGES = (
     (0x2E80, 0x2FDF), (0x3005, 0x3007), (0x3021, 0x3029), (0x3040, 0x30FF), (0x3100, 0x312F),
     (0x3130, 0x318F), (0x31A0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F),
     (0xAC00, 0xD7FF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x323AF),
 )
 
 
+@lru_cache(maxsize=65536)
 def is_cjk(char: str) -> bool:
     """True for a Chinese, Japanese or Korean character (ideograph, kana, Hangul, Bopomofo)."""
     code = ord(char)
     if code < 0x2E80:
         return False
-    return any(low <= code <= high for low, high in _CJK_RANGES)
+    return any(low <= code <= high for low, high in CJK_RANGES)
 
 
+@lru_cache(maxsize=65536)
 def is_word_char(char: str) -> bool:
     """True for a letter or digit of a space-separated script (Latin, Cyrillic, digits...), not CJK."""
     return char.isalnum() and not is_cjk(char)
