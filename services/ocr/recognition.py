@@ -1,14 +1,20 @@
 """Batched line classification (0/180 degrees) and recognition (CTC) over all lines of a batch.
 
-Lines from every image of a batch are pooled, sorted by aspect ratio and cut into chunks, so the
-recogniser sees `rec_batch` lines per run padded only to the widest line of their chunk (rapidocr does
-the same, but per image and 6 lines at a time). Resizing, normalisation and decoding are rapidocr's
-own: `TextClassifier.resize_norm_img`, `TextRecognizer.resize_norm_img`, `ClsPostProcess`,
-`CTCLabelDecode`.
+Lines from every image of a batch are pooled. The classifier's input has a fixed size (48x192), so
+its chunks are simply `cls_batch` lines. The recogniser's input width follows the line: each line is
+given its own width at height 48 rounded up to `width_step` pixels (at least 320), and lines of equal
+width share a run, `rec_batch` at a time. rapidocr instead pads up to 6 lines of one image to the
+widest of them; padding a short line to a long one changes what the model reads (a space next to CJK
+text is dropped) and costs time (the recogniser's cost grows with width, not per run). With
+per-line widths a line reads the same whatever else is in the batch.
+
+Resizing, normalisation and decoding are rapidocr's own: `TextClassifier.resize_norm_img`,
+`TextRecognizer.resize_norm_img`, `ClsPostProcess`, `CTCLabelDecode`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import cv2
@@ -25,21 +31,9 @@ REC_IMAGE_SHAPE = (3, 48, 320)  # PP-OCRv6 rec: height 48, minimum width 320
 CHARACTER_KEY = "character"  # ONNX metadata key holding the recogniser's dictionary, one per line
 
 
-def chunks_by_ratio(crops: Sequence[np.ndarray], size: int) -> list[np.ndarray]:
-    """Indices of `crops` sorted by width/height, cut into chunks of at most `size`.
-
-    Example::
-
-        chunks_by_ratio([wide, narrow, medium], 2)   # [array([1, 2]), array([0])]
-    """
-    ratios = np.array([crop.shape[1] / float(crop.shape[0]) for crop in crops])
-    order = np.argsort(ratios, kind="stable")
-    return [order[start : start + size] for start in range(0, len(order), size)]
-
-
 def input_width(crop_shape: tuple[int, ...], step: int) -> int:
     """Recogniser input width for a crop: its width scaled to height 48, rounded up to a multiple of
-    `step`, at least 320 (step=1 is exactly the width rapidocr uses for a line recognised alone).
+    `step`, at least 320 (step=1 is the width rapidocr gives a line recognised on its own).
 
     Example::
 
@@ -47,7 +41,7 @@ def input_width(crop_shape: tuple[int, ...], step: int) -> int:
     """
     _channels, height, min_width = REC_IMAGE_SHAPE
     natural = int(height * crop_shape[1] / float(crop_shape[0]))
-    return max(min_width, -(-natural // step) * step)
+    return max(min_width, step * math.ceil(natural / step))
 
 
 def chunks_by_width(widths: Sequence[int], size: int) -> list[tuple[int, list[int]]]:
@@ -85,7 +79,8 @@ class AngleClassifier:
     def upright(self, crops: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The crops, with those classified as rotated 180 degrees (score > thresh) rotated back."""
         result = list(crops)
-        for indices in chunks_by_ratio(crops, self._batch):
+        for start in range(0, len(crops), self._batch):
+            indices = range(start, min(start + self._batch, len(crops)))
             batch = np.stack([self._resizer.resize_norm_img(crops[i]) for i in indices]).astype(np.float32)
             probs = self._session.run(None, {self._input_name: batch})[0]
             for index, (label, score) in zip(indices, self._postprocess(probs)):

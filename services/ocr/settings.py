@@ -28,9 +28,12 @@ class OcrSettings:
       "shape" is faster (the detector costs per pixel, padding pixels included); see README.md.
     - `text_score`: lines whose recognition confidence is below it are dropped.
     - `use_cls`, `cls_thresh`: rotate a line by 180 degrees when the angle classifier says so with at
-      least this confidence.
-    - `rec_batch`, `cls_batch`: lines per recogniser / classifier run (all lines of a batch of images
-      are pooled, sorted by aspect ratio, then chunked).
+      more than this confidence.
+    - `rec_batch`, `cls_batch`: lines per recogniser / classifier run (the lines of all images of a
+      batch are pooled, then chunked).
+    - `rec_width_step`: each line goes to the recogniser at its own width (height 48), rounded up to
+      this many pixels; lines of equal width share a run. Larger steps batch more lines together but
+      pad them more (padding changes what the model reads, slightly); see recognition.py.
 
     Example::
 

@@ -2,10 +2,11 @@
 
 Renders 640x480 images with two text lines (tests/fixtures/render.py, needs fonts-wqy-zenhei), then
 reports the median and minimum per-image time of `OcrModel.infer` at batch 1 and 4, the rapidocr engine on the
-same images one at a time, and detector grouping "shape" vs "pad" on a batch of mixed sizes.
+same images one at a time (with its own ONNX Runtime session options, and with sessions made by
+`create_session` like the service's), and detector grouping "shape" vs "pad" on a batch of mixed sizes.
 Run from the repository root::
 
-    python -m services.ocr.benchmark --threads 1 2
+    python -m bench.ocr_latency --threads 1 2
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import argparse
 import statistics
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from services.common.model_repository import DEFAULT_ROOT
-from services.common.onnx_session import SessionOptions
+from services.common.model_repository import DEFAULT_ROOT, find_model
+from services.common.onnx_session import SessionOptions, create_session
 from services.ocr.model import OcrModel
 from services.ocr.settings import OcrSettings
 
@@ -60,13 +61,20 @@ def measure(repository: Path, threads: int, repeats: int) -> dict[str, tuple[flo
     options = SessionOptions(intra_op_threads=threads)
     model = OcrModel(repository, options)
     padded = OcrModel(repository, options, OcrSettings(det_grouping="pad"))
-    engine = RapidOCR(params={"Det.limit_type": "max", "Det.limit_side_len": 960, "Global.log_level": "error",
-                              "EngineConfig.onnxruntime.intra_op_num_threads": threads,
-                              "EngineConfig.onnxruntime.inter_op_num_threads": 1})
+    params = {"Det.limit_type": "max", "Det.limit_side_len": 960, "Global.log_level": "error",
+              "EngineConfig.onnxruntime.intra_op_num_threads": threads, "EngineConfig.onnxruntime.inter_op_num_threads": 1}
+    engine, engine_ours = RapidOCR(params=params), RapidOCR(params=params)
+    # Same engine, with its sessions swapped for ones made like the service's (no spinning, arena on).
+    loaders: dict[str, Callable[[], Any]] = {"ppocr_det": engine_ours._load_det_model,
+                                             "ppocr_cls": engine_ours._load_cls_model,
+                                             "ppocr_rec": engine_ours._load_rec_model}
+    for name, load in loaders.items():
+        load().session.session = create_session(str(find_model(name, "1", repository).path), options)
     return _interleaved_ms({
         "OcrModel.infer b1": (lambda: model.infer(_batch(images[:1])), 1),
         "OcrModel.infer b4": (lambda: model.infer(_batch(images)), 4),
         "rapidocr engine, 1 image per call": (lambda: [engine(image) for image in images], 4),
+        "rapidocr engine, service's session options": (lambda: [engine_ours(image) for image in images], 4),
         "OcrModel b4 mixed sizes, grouping=shape": (lambda: model.infer(_batch(mixed)), 4),
         "OcrModel b4 mixed sizes, grouping=pad": (lambda: padded.infer(_batch(mixed)), 4),
     }, repeats)
@@ -80,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for threads in args.threads:
         for name, (median, best) in measure(args.repository, threads, args.repeats).items():
-            print(f"threads={threads}  {name:42s} median {median:6.1f}  min {best:6.1f} ms/image")
+            print(f"threads={threads}  {name:44s} median {median:6.1f}  min {best:6.1f} ms/image")
     return 0
 
 
