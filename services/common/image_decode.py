@@ -3,7 +3,8 @@
 Defences: a byte-size limit checked before parsing; a format allow-list (JPEG, PNG, WebP) read from
 the header; width, height and pixel-count limits checked from the header *before* any pixel is
 decoded (so a small file that declares a huge canvas, a decompression bomb, is rejected cheaply);
-Pillow's own bomb warning turned into an error; only the first frame of animated images.
+Pillow's own bomb warning turned into an error; only the first frame of animated images;
+transparency composited onto white (see `_flatten_alpha`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHead
     try:
         with Image.open(io.BytesIO(data)) as image:
             fmt, (width, height) = image.format or "", image.size
+    except Image.DecompressionBombError as exc:  # Pillow's own guard trips first on absurd canvases
+        raise ImageRejectedError(f"image declares too many pixels ({exc}); the limit is {limits.max_pixels}") from None
     except Exception as exc:  # Pillow raises many types for garbage input
         raise ImageRejectedError(f"image could not be decoded: not a JPEG, PNG or WebP file ({type(exc).__name__})") from None
     if fmt not in ALLOWED_FORMATS:
@@ -68,6 +71,19 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHead
     if width * height > limits.max_pixels:
         raise ImageRejectedError(f"image has {width * height} pixels, over the limit of {limits.max_pixels}")
     return ImageHeader(fmt, width, height)
+
+
+def _flatten_alpha(image: Image.Image) -> Image.Image:
+    """RGB with any transparency composited onto white.
+
+    Dropping the alpha channel instead would turn black text on a transparent background into black
+    on black: unreadable to OCR, and a way to slip text past moderation.
+    """
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")
 
 
 def decode_rgb(data: bytes, limits: ImageLimits = ImageLimits()) -> np.ndarray:
@@ -81,7 +97,7 @@ def decode_rgb(data: bytes, limits: ImageLimits = ImageLimits()) -> np.ndarray:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
                 image.seek(0)
-                rgb = image.convert("RGB")
+                rgb = _flatten_alpha(image)
                 rgb.load()
     except ImageRejectedError:
         raise
