@@ -4,7 +4,7 @@ Defences: a byte-size limit checked before parsing; a format allow-list (JPEG, P
 the header; width, height and pixel-count limits checked from the header *before* any pixel is
 decoded (so a small file that declares a huge canvas, a decompression bomb, is rejected cheaply);
 Pillow's own bomb warning turned into an error; only the first frame of animated images;
-transparency composited onto white (see `_flatten_alpha`).
+transparency composited onto white (see `_flatten_alpha`); EXIF orientation applied.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP")
 
@@ -97,7 +97,7 @@ def decode_rgb(data: bytes, limits: ImageLimits = ImageLimits()) -> np.ndarray:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
                 image.seek(0)
-                rgb = _flatten_alpha(image)
+                rgb = _flatten_alpha(ImageOps.exif_transpose(image))  # phone photos: score them upright
                 rgb.load()
     except ImageRejectedError:
         raise
