@@ -2,9 +2,9 @@
 
 Callers `submit` items and await their results; a single dispatch loop forms batches and hands them
 to `run_batch`. A batch is dispatched when it is full (`max_batch_size`), when the oldest item has
-waited `max_delay_ms`, or at once when nothing else is queued and `max_delay_ms` is 0 (continuous
-batching: while a batch runs, new items queue up and form the next one, so there is no fixed-window
-penalty at low load and batches grow by themselves under load). `max_concurrency` batches may run at
+waited `max_delay_ms` while another batch is running, or at once when no batch is running (an idle
+service never waits for the window). With `max_delay_ms` 0 this is continuous batching: while a batch
+runs, new items queue up and form the next one, so batches grow by themselves under load. `max_concurrency` batches may run at
 the same time (1 for a local CPU model; more for a remote service).
 
 Every item has one future, settled only through the "if not done" helpers; items whose caller has
@@ -162,7 +162,9 @@ class DynamicBatcher(Generic[T, R]):
 
     async def _form_batch(self) -> list[_Pending[T, R]]:
         """Take up to max_batch_size live items, waiting up to the window for more when configured."""
-        if self.config.max_delay_ms > 0 and self._queue and not self._closing:
+        # The window only pays off while other batches are running (work is arriving); an idle
+        # service dispatches at once, so there is no fixed-window penalty at low load.
+        if self.config.max_delay_ms > 0 and self._queue and self._running and not self._closing:
             deadline = self._queue[0].enqueued + self.config.max_delay_ms / 1000.0
             while len(self._live()) < self.config.max_batch_size and not self._closing:
                 remaining = deadline - self._clock()

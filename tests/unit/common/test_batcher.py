@@ -50,15 +50,22 @@ async def test_full_batch_dispatches_before_the_window() -> None:
     await batcher.close()
 
 
-async def test_window_waits_for_more_items_then_dispatches() -> None:
+async def test_window_waits_for_more_items_while_a_batch_runs() -> None:
     recorder = Recorder()
-    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=8, max_delay_ms=50))
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=8, max_delay_ms=50, max_concurrency=2))
     batcher.start()
-    first = asyncio.create_task(batcher.submit([1]))
-    await asyncio.sleep(0.01)
+    busy = asyncio.create_task(batcher.submit([1]))  # idle: dispatched at once, no window
+    await asyncio.sleep(0.005)
+    assert recorder.batches == [[1]]
     second = asyncio.create_task(batcher.submit([2]))
-    await asyncio.gather(first, second)
-    assert recorder.batches == [[1, 2]]
+    await asyncio.sleep(0.01)
+    third = asyncio.create_task(batcher.submit([3]))
+    await asyncio.sleep(0.01)
+    assert recorder.batches == [[1]]  # a slot is free, but the window is still open
+    recorder.release.set()
+    await asyncio.gather(busy, second, third)
+    assert recorder.batches == [[1], [2, 3]]
     await batcher.close()
 
 
