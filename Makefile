@@ -7,7 +7,7 @@ STUBS := services/common/gen
 REPO := model_repository
 PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
 
-.PHONY: help setup system-deps venv stubs models run test test-slow bench accuracy clean
+.PHONY: help setup system-deps venv stubs models run lint test test-slow accuracy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -43,7 +43,10 @@ $(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build_models.py)
 run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C
 	$(PY) -m services.launcher --config config/mesh.yaml
 
-test: setup system-deps ## the whole test suite (what CI runs)
+lint: setup ## strict mypy over services, tests and bench (config in pyproject.toml)
+	$(PY) -m mypy services tests bench
+
+test: setup system-deps lint ## the whole test suite (what CI runs): mypy, then pytest
 	$(PY) -m pytest -q
 
 test-slow: setup system-deps ## load/soak tests only

@@ -161,7 +161,7 @@ def fuse(policy: CompiledPolicy, signals: Signals) -> Verdict:
     for category, thresholds in document.categories.items():
         text_scores = [(f.scores[category], f) for f in signals.texts if category in f.scores]
         image_scores = [(f.scores[category], f) for f in signals.images if category in f.scores]
-        best = max([score for score, _ in text_scores + image_scores], default=0.0)  # type: ignore[operator]
+        best = max([score for score, _ in text_scores] + [score for score, _ in image_scores], default=0.0)
         action, rule = thresholds.action_for(best)
         verdicts[category] = CategoryVerdict(category, best, _severity_for(action, best), action,
                                              f"categories.{category}.{rule}" if rule else "")

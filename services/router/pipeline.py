@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 from services.common.errors import InvalidRequestError
 from services.router.dispatch import ModalityDispatcher, UpstreamError
@@ -56,7 +56,7 @@ class Pipeline:
         """Moderate `item` under `policy`, finishing by `deadline` (time.monotonic) or raising
         DeadlineExceededError. InvalidRequestError if a service finds an image undecodable."""
         collected = _Collected()
-        stages: list[Callable[[], Awaitable[None]]] = []
+        stages: list[Callable[[], Coroutine[Any, Any, None]]] = []
         if item.texts:
             stages.append(lambda: self._timed("text", collected, self._text_parts(item, policy, deadline, collected)))
         if item.images:
@@ -154,7 +154,7 @@ class Pipeline:
             self._match_custom(readable, policy, collected)
 
 
-def _raise_if_rejected(image: ImagePart, row: dict) -> None:
+def _raise_if_rejected(image: ImagePart, row: dict[str, Any]) -> None:
     error = row["ERROR"][0]
     if error:
         message = error.decode("utf-8", "replace") if isinstance(error, bytes) else str(error)

@@ -25,7 +25,7 @@ def free_base_port(count: int = 4) -> int:
     for _ in range(200):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
+            base = int(probe.getsockname()[1])
         if base + count >= 65535:
             continue
         sockets = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from pathlib import Path
 from typing import Iterator
 
 import grpc
@@ -24,7 +25,7 @@ def dead_address() -> str:
 
 
 @pytest.fixture(scope="module")
-def side_mesh(mesh: Mesh, tenants_file) -> Iterator[Mesh]:
+def side_mesh(mesh: Mesh, tenants_file: Path) -> Iterator[Mesh]:
     """A second router with its own vision service, the main mesh's text service and no OCR service."""
     side = Mesh(base_port=free_base_port(), extra_env={
         "AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_TEXT_URL": mesh.address("text"),
@@ -58,7 +59,7 @@ def test_service_down_then_stopped_answers_degraded_per_policy(side_mesh: Mesh) 
         assert {d.handling for d in strict.degradations} == {"fail_closed"}
 
 
-def test_text_service_down_fails_closed_to_review(mesh: Mesh, tenants_file) -> None:
+def test_text_service_down_fails_closed_to_review(mesh: Mesh, tenants_file: Path) -> None:
     lonely = Mesh(base_port=free_base_port(), extra_env={
         "AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_TEXT_URL": dead_address(),
         "AUDITMESH_VISION_URL": dead_address(), "AUDITMESH_OCR_URL": dead_address()})
@@ -95,7 +96,7 @@ def test_deadline_shorter_than_ocr_is_deadline_exceeded_without_leaking_work(
     assert ocr_inference_count(mesh) == before  # the OCR service never ran the doomed items
 
 
-def test_graceful_shutdown_finishes_in_flight_requests(mesh: Mesh, tenants_file) -> None:
+def test_graceful_shutdown_finishes_in_flight_requests(mesh: Mesh, tenants_file: Path) -> None:
     """SIGTERM while calls are queued: every accepted call still gets its answer, then the process
     exits 0 and new calls are refused."""
     side = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})

@@ -26,7 +26,7 @@ KNOWN_ENV = {ENV_LISTEN, ENV_MODEL_REPOSITORY, ENV_TENANTS_FILE, ENV_POLICIES_DI
 
 
 def dockerfile(name: str) -> str:
-    return (ROOT / SERVICES[name]["build"]["dockerfile"]).read_text()
+    return (ROOT / str(SERVICES[name]["build"]["dockerfile"])).read_text()
 
 
 def listen_port(name: str) -> int:

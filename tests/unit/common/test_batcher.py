@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -148,6 +149,6 @@ async def test_close_finishes_accepted_work_and_refuses_new_work() -> None:
     ({"max_batch_size": 8, "max_queue": 4}, "max_queue"),
     ({"max_concurrency": 0}, "max_concurrency"),
 ])
-def test_bad_settings_are_rejected_with_the_field_name(kwargs: dict, message: str) -> None:
+def test_bad_settings_are_rejected_with_the_field_name(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         BatchingConfig(**kwargs)

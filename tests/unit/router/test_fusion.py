@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from services.router.fusion import (BlockMatch, ImageFinding, ImageScoreEvidence, OcrLineEvidence, OcrLineFinding,
-                                    Signals, StageFailure, TextFinding, TextSpanEvidence, fuse)
+from typing import Any
+
+from services.router.fusion import (BlockMatch, CategoryVerdict, ImageFinding, ImageScoreEvidence, OcrLineEvidence,
+                                    OcrLineFinding, Signals, StageFailure, TextFinding, TextSpanEvidence, Verdict, fuse)
 from services.router.policy import (BlocklistRules, FailureModes, PolicyDocument, SeverityActions, Thresholds,
                                     compile_policy)
 
@@ -14,11 +16,11 @@ POLICY = compile_policy(PolicyDocument(
     failure=FailureModes(text="closed", vision="open", ocr="open")))
 
 
-def verdict_for(**signals: object):
-    return fuse(POLICY, Signals(**signals))  # type: ignore[arg-type]
+def verdict_for(**signals: Any) -> Verdict:
+    return fuse(POLICY, Signals(**signals))
 
 
-def category(verdict, name: str):
+def category(verdict: Verdict, name: str) -> CategoryVerdict:
     return next(c for c in verdict.categories if c.category == name)
 
 
