@@ -2,11 +2,14 @@
 
 `config/tenants.yaml`::
 
+    qos_classes:                        # optional; default realtime / standard / bulk
+      - {name: realtime, dscp: 46, link_share_percent: 60}
     tenants:
       - id: acme
         name: Acme Chat
         api_key_sha256: 5e884898da...   # printf %s "$KEY" | sha256sum
         policies: [default, strict]     # allowed policies; the first is the default
+        qos_class: realtime
 
 Generate a key and its digest with `auditmesh hash-key`.
 """
@@ -21,6 +24,7 @@ from typing import Mapping
 
 from services.common.config import ConfigError, load_dataclass, read_yaml
 from services.common.errors import PermissionDeniedError, UnauthenticatedError
+from services.common.qos import DEFAULT_CLASSES, QosClass, validate_classes
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class Tenant:
     api_key_sha256: str
     policies: tuple[str, ...]
     name: str = ""
+    qos_class: str = "standard"
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.replace("-", "").replace("_", "").isalnum():
@@ -51,6 +56,10 @@ class Tenant:
 @dataclass(frozen=True)
 class TenantsFile:
     tenants: tuple[Tenant, ...]
+    qos_classes: tuple[QosClass, ...] = DEFAULT_CLASSES
+
+    def __post_init__(self) -> None:
+        validate_classes(self.qos_classes)
 
 
 def hash_key(api_key: str) -> str:
@@ -61,9 +70,10 @@ def hash_key(api_key: str) -> str:
 class TenantDirectory:
     """Looks tenants up by API key. Immutable after construction."""
 
-    def __init__(self, tenants: Mapping[str, Tenant]) -> None:
+    def __init__(self, tenants: Mapping[str, Tenant], qos_classes: tuple[QosClass, ...] = DEFAULT_CLASSES) -> None:
         self._by_digest = {tenant.api_key_sha256.lower(): tenant for tenant in tenants.values()}
         self.tenants = dict(tenants)
+        self.qos_classes = qos_classes
 
     def authenticate(self, api_key: str | None) -> Tenant:
         """The tenant owning `api_key`, or UnauthenticatedError."""
@@ -91,9 +101,12 @@ def load_tenants(path: Path, known_policies: set[str]) -> TenantDirectory:
         digest = tenant.api_key_sha256.lower()
         if digest in seen_keys:
             raise ConfigError(source, f"{key}.api_key_sha256", f"same key as tenant {seen_keys[digest]!r}")
+        if tenant.qos_class not in {c.name for c in parsed.qos_classes}:
+            raise ConfigError(source, f"{key}.qos_class", f"unknown QoS class {tenant.qos_class!r}; "
+                                                          f"known: {[c.name for c in parsed.qos_classes]}")
         missing = [p for p in tenant.policies if p not in known_policies]
         if missing:
             raise ConfigError(source, f"{key}.policies", f"unknown policy {missing[0]!r}; known: {sorted(known_policies)}")
         tenants[tenant.id] = tenant
         seen_keys[digest] = tenant.id
-    return TenantDirectory(tenants)
+    return TenantDirectory(tenants, parsed.qos_classes)
