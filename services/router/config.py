@@ -1,7 +1,8 @@
 """Router configuration (`config/router.yaml`), validated on load.
 
-Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUDITMESH_TEXT_URL`,
-`AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`, `AUDITMESH_POLICIES_DIR`.
+Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUDITMESH_METRICS_LISTEN`,
+`AUDITMESH_TEXT_URL`, `AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`,
+`AUDITMESH_POLICIES_DIR`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-from services.common.batcher import BatchingConfig
 from services.common.config import load_yaml_file
 from services.common.image_decode import ImageLimits
-from services.common.service_config import ENV_LISTEN, ServerConfig
+from services.common.service_config import ServerConfig, server_from_env
+from services.router.scheduler import SchedulingConfig
 
 MODALITIES = ("text", "vision", "ocr")
 ENV_UPSTREAM_URL = {m: f"AUDITMESH_{m.upper()}_URL" for m in MODALITIES}
@@ -29,7 +30,7 @@ class Upstream:
     url: str
     model: str
     model_version: str = ""
-    batching: BatchingConfig = field(default_factory=lambda: BatchingConfig(max_batch_size=32, max_delay_ms=2.0, max_concurrency=2))
+    scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
 
     def __post_init__(self) -> None:
         host, sep, port = self.url.rpartition(":")
@@ -90,8 +91,7 @@ def load_router_config(path: Path) -> RouterConfig:
     """Load `path`, then apply the environment overrides."""
     config = load_yaml_file(path, RouterConfig)
     env = os.environ
-    if env.get(ENV_LISTEN):
-        config = replace(config, server=replace(config.server, listen=env[ENV_LISTEN]))
+    config = replace(config, server=server_from_env(config.server, env))
     upstreams = {m: replace(u, url=env[ENV_UPSTREAM_URL[m]]) if env.get(ENV_UPSTREAM_URL[m]) else u
                  for m, u in config.upstreams.items()}
     return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from auditmesh.v1 import moderation_pb2 as pb
-from google.rpc import status_pb2
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from services.router.fusion import ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
 from services.router.pipeline import Outcome
@@ -59,6 +60,17 @@ def _add_evidence(response: pb.ModerateResponse, verdict: Verdict) -> None:
             entry.image_score.CopyFrom(pb.ImageScore(model=evidence.model, scores=dict(evidence.scores)))
 
 
-def error_response(request_id: str, item_id: str, code: int, message: str) -> pb.ModerateResponse:
+def status_with_retry(code: int, message: str, retry_after_s: float | None) -> status_pb2.Status:
+    """A google.rpc.Status; with `retry_after_s`, carrying a google.rpc.RetryInfo detail."""
+    status = status_pb2.Status(code=code, message=message)
+    if retry_after_s is not None:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(int(retry_after_s * 1e9))
+        status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+    return status
+
+
+def error_response(request_id: str, item_id: str, code: int, message: str,
+                   retry_after_s: float | None = None) -> pb.ModerateResponse:
     """A per-item error (ModerateBatch / ModerateStream); `code` is the numeric gRPC status code."""
-    return pb.ModerateResponse(request_id=request_id, item_id=item_id, error=status_pb2.Status(code=code, message=message))
+    return pb.ModerateResponse(request_id=request_id, item_id=item_id, error=status_with_retry(code, message, retry_after_s))

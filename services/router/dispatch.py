@@ -1,20 +1,19 @@
 """The one place where the router queues items for a modality service and sends them in batches.
 
-Each `ModalityDispatcher` owns a DynamicBatcher: items from all concurrent requests for, say, the OCR
-service are merged into one KServe v2 `ModelInfer` call (tensor [N, 1] of BYTES) sent with
-`tritonclient.grpc.aio`, so a Triton Inference Server can stand in for any modality service. The
-downstream call carries a gRPC deadline equal to the latest deadline in the batch; each caller still
-waits only until its own deadline, and a caller that gives up leaves the queue at once.
-
-The tenant-fair scheduler (a later stage) replaces the batcher here; nothing else queues work.
+Each `ModalityDispatcher` owns a `FairScheduler`: items from all concurrent requests for, say, the OCR
+service are ordered by QoS class and tenant fairness, cut to meet their deadlines, and merged into one
+KServe v2 `ModelInfer` call (tensor [N, 1] of BYTES) sent with `tritonclient.grpc.aio`, so a Triton
+Inference Server can stand in for any modality service. There is one channel per QoS class, opened
+with the class's DSCP value (`grpc.dscp`) so the kernel (ebpf/) can prioritise the packets; a batch
+goes out on the channel of the highest class in it. The downstream call carries a gRPC deadline
+equal to the latest deadline in the batch; each caller still waits only until its own deadline, and a
+caller that gives up leaves the queue at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -22,10 +21,12 @@ import tritonclient.grpc.aio as triton_aio
 from tritonclient.grpc import InferInput, InferRequestedOutput
 from tritonclient.utils import InferenceServerException
 
-from services.common.batcher import DynamicBatcher
 from services.common.errors import DeadlineExceededError
 from services.common.grpc_server import grpc_options
+from services.common.qos import DEFAULT_CLASSES, QosClass
 from services.router.config import Upstream
+from services.router.fair_queue import Job
+from services.router.scheduler import FairScheduler, Requester
 
 Row = dict[str, np.ndarray]
 
@@ -34,75 +35,68 @@ class UpstreamError(RuntimeError):
     """A modality service failed or is unreachable. Fusion turns it into a degradation."""
 
 
-@dataclass(frozen=True)
-class _Work:
-    payload: bytes
-    deadline: float
-
-
 class ModalityDispatcher:
-    """Batches items for one model on one modality service.
+    """Schedules and batches items for one model on one modality service.
 
     Example::
 
         ocr = ModalityDispatcher("ocr", upstream, input_name="IMAGE", output_names=("LINES", "ERROR"))
         ocr.start()
-        rows = await ocr.submit([png_bytes], deadline=time.monotonic() + 1.0)
+        rows = await ocr.submit(Requester("acme", priority=0), [png_bytes], deadline=time.monotonic() + 1.0)
         rows[0]["LINES"]   # array([b'[{"text": ...}]'], dtype=object)
     """
 
     def __init__(self, modality: str, upstream: Upstream, *, input_name: str, output_names: Sequence[str],
-                 max_message_bytes: int = 64 * 1024 * 1024) -> None:
+                 max_message_bytes: int = 64 * 1024 * 1024, qos_classes: Sequence[QosClass] = DEFAULT_CLASSES) -> None:
         self.modality = modality
         self.upstream = upstream
         self.input_name = input_name
         self.output_names = tuple(output_names)
-        self._client = triton_aio.InferenceServerClient(upstream.url, channel_args=grpc_options(max_message_bytes))
-        self._batcher: DynamicBatcher[_Work, Row] = DynamicBatcher(self._run_batch, config=upstream.batching)
-        self._recent_rtt: deque[float] = deque(maxlen=32)
+        options = grpc_options(max_message_bytes)
+        # One channel per class (grpc.dscp is a per-channel option): index = class priority.
+        self._clients = [triton_aio.InferenceServerClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)])
+                         for qos in qos_classes]
+        self.scheduler: FairScheduler[Row] = FairScheduler(self._run_batch, config=upstream.scheduling)
 
     def start(self) -> None:
-        self._batcher.start()
+        self.scheduler.start()
 
     async def close(self) -> None:
-        await self._batcher.close()
-        await self._client.close()
+        await self.scheduler.close()
+        for client in self._clients:
+            await client.close()
 
-    @property
-    def fastest_recent_s(self) -> float:
-        """The quickest recent round trip: a deadline shorter than this cannot be met."""
-        return min(self._recent_rtt, default=0.0)
+    def overloaded(self, requester: Requester) -> bool:
+        """True when this requester's expected wait here is over the upstream's `overload_wait_ms`."""
+        return self.scheduler.overloaded(requester)
 
-    async def submit(self, payloads: Sequence[bytes], deadline: float) -> list[Row]:
-        """Queue `payloads` and return one output row per payload, or raise DeadlineExceededError /
-        UpstreamError. Rejects at once when the deadline is shorter than the service's fastest time."""
+    async def submit(self, requester: Requester, payloads: Sequence[bytes], deadline: float) -> list[Row]:
+        """One output row per payload, or DeadlineExceededError (also raised at once when the deadline
+        cannot be met), QueueFullError, or UpstreamError."""
         remaining = deadline - time.monotonic()
-        if remaining <= self.fastest_recent_s:
-            raise DeadlineExceededError(
-                f"deadline too short for the {self.modality} stage: {remaining * 1000:.0f} ms left, "
-                f"its fastest recent call took {self.fastest_recent_s * 1000:.0f} ms")
+        if remaining <= 0:
+            raise DeadlineExceededError(f"deadline exceeded before the {self.modality} stage")
         try:
-            return await asyncio.wait_for(self._batcher.submit([_Work(p, deadline) for p in payloads]), remaining)
+            return await asyncio.wait_for(self.scheduler.submit(requester, payloads, deadline), remaining)
         except asyncio.TimeoutError:
             raise DeadlineExceededError(f"deadline exceeded waiting for the {self.modality} stage") from None
 
-    async def _run_batch(self, batch: list[_Work]) -> list[Row]:
-        timeout = max(work.deadline for work in batch) - time.monotonic()
+    async def _run_batch(self, batch: list[Job]) -> list[Row]:
+        timeout = max(job.deadline for job in batch) - time.monotonic()
         if timeout <= 0:
             raise DeadlineExceededError(f"deadline exceeded before the {self.modality} call was sent")
         tensor = InferInput(self.input_name, [len(batch), 1], "BYTES")
-        tensor.set_data_from_numpy(np.array([[work.payload] for work in batch], dtype=np.object_))
+        tensor.set_data_from_numpy(np.array([[job.payload] for job in batch], dtype=np.object_))
         outputs = [InferRequestedOutput(name) for name in self.output_names]
-        started = time.monotonic()
+        client = self._clients[min(min(job.priority for job in batch), len(self._clients) - 1)]
         try:
-            result = await self._client.infer(self.upstream.model, [tensor], model_version=self.upstream.model_version,
-                                              outputs=outputs, client_timeout=timeout)
+            result = await client.infer(self.upstream.model, [tensor], model_version=self.upstream.model_version,
+                                        outputs=outputs, client_timeout=timeout)
         except InferenceServerException as error:
             status = str(error.status() or "")
             if "DEADLINE_EXCEEDED" in status:
                 raise DeadlineExceededError(f"deadline exceeded in the {self.modality} service") from None
             raise UpstreamError(f"{self.modality} service {self.upstream.url} failed: {error.message()}") from None
-        self._recent_rtt.append(time.monotonic() - started)
         arrays = {name: result.as_numpy(name) for name in self.output_names}
         for name, array in arrays.items():
             if array is None or array.shape[0] != len(batch):
@@ -118,7 +112,7 @@ async def describe_models(dispatcher: ModalityDispatcher, timeout_s: float = 2.0
     """
     upstream = dispatcher.upstream
     try:
-        response = await dispatcher._client.get_model_config(upstream.model, upstream.model_version, client_timeout=timeout_s)
+        response = await dispatcher._clients[0].get_model_config(upstream.model, upstream.model_version, client_timeout=timeout_s)
     except InferenceServerException:
         return []
     config = response.config

@@ -65,8 +65,11 @@ class OcrLineFinding:
 
 @dataclass(frozen=True)
 class StageFailure:
+    """A stage that failed, or (`skipped`) that the scheduler skipped under overload for this tenant."""
+
     stage: str
     reason: str
+    skipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ Evidence = TextSpanEvidence | OcrLineEvidence | ImageScoreEvidence
 class Degradation:
     stage: str
     reason: str
-    handling: str  # "fail_open" | "fail_closed"
+    handling: str  # "fail_open" | "fail_closed" | "skipped"
 
 
 @dataclass
@@ -204,6 +207,9 @@ def fuse(policy: CompiledPolicy, signals: Signals) -> Verdict:
 
     degradations = []
     for failure in signals.failures:
+        if failure.skipped:  # a degradation the tenant opted into: reported, never escalated
+            degradations.append(Degradation(failure.stage, failure.reason, "skipped"))
+            continue
         mode = getattr(document.failure, FAILURE_MODE_OF_STAGE.get(failure.stage, "text"))
         degradations.append(Degradation(failure.stage, failure.reason, f"fail_{mode}"))
         if mode == "closed":

@@ -4,7 +4,8 @@ moderation, match tenant blocklists, and fuse everything through the policy.
 Text parts, the vision model and OCR run concurrently; OCR lines then go through the text service
 (stage `ocr_text`). A service that fails or is down becomes a `StageFailure` (the policy decides
 fail-open or fail-closed); a deadline that expires fails the whole item with DEADLINE_EXCEEDED and
-cancels every stage still queued, so no work is left behind.
+cancels every stage still queued, so no work is left behind. Under overload, a stage the tenant lets
+the router skip (its `degrade` list) is skipped and reported as a degradation.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from services.common.errors import InvalidRequestError
 from services.router.dispatch import ModalityDispatcher, UpstreamError
 from services.router.fusion import (BlockMatch, ImageFinding, OcrLineFinding, Signals, StageFailure, TextFinding,
                                     Verdict, fuse)
 from services.router.policy import CompiledPolicy
+from services.router.scheduler import Requester
 from services.router.validation import ImagePart, ValidItem
 from services.text.normalize import normalize
 
@@ -45,6 +47,16 @@ class _Collected:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What every stage of one item needs."""
+
+    policy: CompiledPolicy
+    deadline: float
+    requester: Requester
+    collected: _Collected
+
+
 class Pipeline:
     """Runs items through the modality services. One instance serves all requests."""
 
@@ -52,17 +64,21 @@ class Pipeline:
         self.text, self.vision, self.ocr = text, vision, ocr
         self.models: dict[str, list[tuple[str, str]]] = {}
 
-    async def run(self, item: ValidItem, policy: CompiledPolicy, deadline: float) -> Outcome:
-        """Moderate `item` under `policy`, finishing by `deadline` (time.monotonic) or raising
-        DeadlineExceededError. InvalidRequestError if a service finds an image undecodable."""
+    async def run(self, item: ValidItem, policy: CompiledPolicy, deadline: float, requester: Requester,
+                  skippable: Sequence[str] = ()) -> Outcome:
+        """Moderate `item` under `policy` for `requester`, finishing by `deadline` (time.monotonic) or
+        raising DeadlineExceededError. InvalidRequestError if a service finds an image undecodable.
+        Stages in `skippable` are skipped when their upstream is overloaded."""
         collected = _Collected()
+        job = _Job(policy, deadline, requester, collected)
         stages: list[Callable[[], Coroutine[Any, Any, None]]] = []
         if item.texts:
-            stages.append(lambda: self._timed("text", collected, self._text_parts(item, policy, deadline, collected)))
+            stages.append(lambda: self._timed("text", collected, self._text_parts(item, job)))
         if item.images:
-            stages.append(lambda: self._timed("vision", collected, self._vision(item.images, deadline, collected)))
-            if policy.document.ocr.enabled:
-                stages.append(lambda: self._ocr_then_text(item.images, policy, deadline, collected))
+            if not self._skip("vision", self.vision, requester, skippable, collected):
+                stages.append(lambda: self._timed("vision", collected, self._vision(item.images, job)))
+            if policy.document.ocr.enabled and not self._skip("ocr", self.ocr, requester, skippable, collected):
+                stages.append(lambda: self._ocr_then_text(item.images, job))
         try:
             async with asyncio.TaskGroup() as group:
                 for stage in stages:
@@ -74,6 +90,14 @@ class Pipeline:
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
         used = [m for stage in ("text", "vision", "ocr") if self._used(stage, item, policy) for m in self.models.get(stage, [])]
         return Outcome(verdict, collected.timings_ms, used)
+
+    @staticmethod
+    def _skip(stage: str, dispatcher: ModalityDispatcher, requester: Requester, skippable: Sequence[str],
+              collected: _Collected) -> bool:
+        if stage in skippable and dispatcher.overloaded(requester):
+            collected.failures.append(StageFailure(stage, f"skipped under overload ({stage} queue)", skipped=True))
+            return True
+        return False
 
     def _used(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
         if stage == "text":
@@ -97,15 +121,15 @@ class Pipeline:
             collected.failures.append(StageFailure(stage, str(error)))
             return False
 
-    async def _text_parts(self, item: ValidItem, policy: CompiledPolicy, deadline: float, collected: _Collected) -> None:
+    async def _text_parts(self, item: ValidItem, job: _Job) -> None:
         texts = [(part.index, part.text, -1) for part in item.texts]
-        await self._guarded("text", collected, self._score_texts(texts, policy, deadline, collected))
-        self._match_custom(texts, policy, collected)
+        await self._guarded("text", job.collected, self._score_texts(texts, job))
+        self._match_custom(texts, job.policy, job.collected)
 
-    async def _score_texts(self, texts: list[tuple[int, str, int]], policy: CompiledPolicy, deadline: float,
-                           collected: _Collected) -> None:
-        rows = await self.text.submit([text.encode("utf-8") for _, text, _ in texts], deadline)
-        use_default = policy.document.blocklist.use_default_lexicon
+    async def _score_texts(self, texts: list[tuple[int, str, int]], job: _Job) -> None:
+        rows = await self.text.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
+        use_default = job.policy.document.blocklist.use_default_lexicon
+        collected = job.collected
         for (part_index, text, line), row in zip(texts, rows):
             matches = [BlockMatch(m["category"], m["term"], int(m["severity"]), int(m["start"]), int(m["end"]), m["text"],
                                   DEFAULT_LEXICON) for m in json.loads(row["MATCHES"][0])] if use_default else []
@@ -123,21 +147,23 @@ class Pipeline:
             if matches:
                 collected.texts.append(TextFinding(part_index, text, {}, matches, line))
 
-    async def _vision(self, images: list[ImagePart], deadline: float, collected: _Collected) -> None:
+    async def _vision(self, images: list[ImagePart], job: _Job) -> None:
+        collected = job.collected
+
         async def score() -> None:
-            rows = await self.vision.submit([image.data for image in images], deadline)
+            rows = await self.vision.submit(job.requester, [image.data for image in images], job.deadline)
             for image, row in zip(images, rows):
                 _raise_if_rejected(image, row)
                 scores = {"sexual": float(row["SEXUAL"][0]), "violence": float(row["VIOLENCE"][0])}
                 collected.images.append(ImageFinding(image.index, self.vision.upstream.model, scores))
         await self._guarded("vision", collected, score())
 
-    async def _ocr_then_text(self, images: list[ImagePart], policy: CompiledPolicy, deadline: float,
-                             collected: _Collected) -> None:
+    async def _ocr_then_text(self, images: list[ImagePart], job: _Job) -> None:
         lines: list[OcrLineFinding] = []
+        policy, collected = job.policy, job.collected
 
         async def read() -> None:
-            rows = await self.ocr.submit([image.data for image in images], deadline)
+            rows = await self.ocr.submit(job.requester, [image.data for image in images], job.deadline)
             for image, row in zip(images, rows):
                 _raise_if_rejected(image, row)
                 for index, line in enumerate(json.loads(row["LINES"][0])):
@@ -149,8 +175,7 @@ class Pipeline:
         readable = [(l.part_index, l.text, l.line_index) for l in lines
                     if l.confidence >= policy.document.ocr.min_confidence and l.text.strip()]
         if ok and readable:
-            await self._timed("ocr_text", collected,
-                              self._guarded("ocr_text", collected, self._score_texts(readable, policy, deadline, collected)))
+            await self._timed("ocr_text", collected, self._guarded("ocr_text", collected, self._score_texts(readable, job)))
             self._match_custom(readable, policy, collected)
 
 

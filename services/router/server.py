@@ -18,22 +18,28 @@ from typing import AsyncIterator, Sequence
 import grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+from grpc_status import rpc_status
 
+from services.common.batcher import QueueFullError
 from services.common.config import ConfigError
 from services.common.errors import LimitExceededError, status_for
 from services.common.grpc_server import GrpcService
 from services.common.logs import configure_logging
+from services.router.admission import Admission, OverQuotaError
 from services.router.config import RouterConfig, load_router_config
-from services.router.convert import error_response, raw_parts, response_for
+from services.router.convert import error_response, raw_parts, response_for, status_with_retry
 from services.router.dispatch import ModalityDispatcher, describe_models
 from services.router.pipeline import Pipeline
 from services.router.policy import CompiledPolicy, load_policy_dir
+from services.router.scheduler import Requester
 from services.router.tenants import Tenant, TenantDirectory, load_tenants
 from services.router.validation import validate_item
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = "auditmesh.v1.ModerationService"
 STREAM_MAX_IN_FLIGHT = 256
+#: Retry hint when a modality queue is full.
+QUEUE_FULL_RETRY_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -65,22 +71,39 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         self.config = config
         self.state = state
         self.pipeline = pipeline
+        self.admission = Admission()
 
-    def _deadline(self, context: grpc.aio.ServicerContext, requested_ms: int = 0) -> float:
-        deadlines = self.config.deadlines
-        budget = min(requested_ms or deadlines.default_ms, deadlines.max_ms) / 1000.0
+    def _deadline(self, tenant: Tenant, context: grpc.aio.ServicerContext, requested_ms: int = 0) -> float:
+        """Now + the budget: the request's own (stream), else the tenant's or router's default; capped
+        by the tenant's or router's maximum and by the call's gRPC deadline."""
+        default_ms = tenant.deadlines.default_ms or self.config.deadlines.default_ms
+        max_ms = tenant.deadlines.max_ms or self.config.deadlines.max_ms
         remaining = context.time_remaining()
-        if remaining is not None:
-            budget = min(budget, remaining) if requested_ms else min(remaining, deadlines.max_ms / 1000.0)
+        if requested_ms:
+            budget = min(requested_ms, max_ms) / 1000.0
+            if remaining is not None:
+                budget = min(budget, remaining)
+        elif remaining is not None:
+            budget = min(remaining, max_ms / 1000.0)
+        else:
+            budget = min(default_ms, max_ms) / 1000.0
         return time.monotonic() + budget
 
+    def _requester(self, tenant: Tenant) -> Requester:
+        return Requester(tenant.id, self.state.tenants.priority(tenant), tenant.weight)
+
     async def _moderate(self, tenant: Tenant, request_id: str, item: pb.Item, policy_name: str, deadline: float,
-                        where: str) -> pb.ModerateResponse:
+                        where: str, admitted: bool = False) -> pb.ModerateResponse:
         started = time.monotonic()
         state = self.state  # one snapshot for the whole request
         policy = state.policies[tenant.resolve_policy(policy_name)]
         valid = validate_item(item.id, raw_parts(item), self.config.limits, where)
-        outcome = await self.pipeline.run(valid, policy, deadline)
+        ticket = None if admitted else self.admission.admit(tenant.id, tenant.quota, 1, started)
+        try:
+            outcome = await self.pipeline.run(valid, policy, deadline, self._requester(tenant), tenant.degrade)
+        finally:
+            if ticket is not None:
+                self.admission.release(ticket)
         response = response_for(request_id, item.id, policy.name, policy.version, outcome, (time.monotonic() - started) * 1000)
         log.debug("tenant=%s item=%s decision=%s degraded=%s", tenant.id, item.id, outcome.verdict.decision,
                   bool(outcome.verdict.degradations))
@@ -89,13 +112,12 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
     async def Moderate(self, request: pb.ModerateRequest, context: grpc.aio.ServicerContext) -> pb.ModerateResponse:
         try:
             tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
-            deadline = self._deadline(context, request.deadline_ms)
+            deadline = self._deadline(tenant, context, request.deadline_ms)
             return await self._moderate(tenant, request.request_id, request.item, request.policy, deadline, "item")
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            code, message = _status(error)
-            await context.abort(code, message)
+            await _abort(context, error)
             raise  # unreachable: abort raises
 
     async def ModerateBatch(self, request: pb.ModerateBatchRequest, context: grpc.aio.ServicerContext) -> pb.ModerateBatchResponse:
@@ -104,39 +126,42 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
             limit = self.config.limits.max_batch_items
             if len(request.items) > limit:
                 raise LimitExceededError(f"batch has {len(request.items)} items; the limit is {limit}")
+            ticket = self.admission.admit(tenant.id, tenant.quota, len(request.items), time.monotonic())
         except Exception as error:
-            code, message = _status(error)
-            await context.abort(code, message)
+            await _abort(context, error)
             raise
-        deadline = self._deadline(context)
-        results = await asyncio.gather(*(self._one_or_error(tenant, "", item, request.policy, deadline, f"items[{i}]")
-                                         for i, item in enumerate(request.items)))
+        try:
+            deadline = self._deadline(tenant, context)
+            results = await asyncio.gather(*(self._one_or_error(tenant, "", item, request.policy, deadline, f"items[{i}]",
+                                                                admitted=True)
+                                             for i, item in enumerate(request.items)))
+        finally:
+            self.admission.release(ticket)
         return pb.ModerateBatchResponse(results=results)
 
     async def _one_or_error(self, tenant: Tenant, request_id: str, item: pb.Item, policy: str, deadline: float,
-                            where: str) -> pb.ModerateResponse:
+                            where: str, admitted: bool = False) -> pb.ModerateResponse:
         try:
-            return await self._moderate(tenant, request_id, item, policy, deadline, where)
+            return await self._moderate(tenant, request_id, item, policy, deadline, where, admitted)
         except asyncio.CancelledError:
             raise
         except Exception as error:
             code, message = _status(error)
-            return error_response(request_id, item.id, code.value[0], message)
+            return error_response(request_id, item.id, code.value[0], message, _retry_after(error))
 
     async def ModerateStream(self, request_iterator: AsyncIterator[pb.ModerateRequest],
                              context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ModerateResponse]:
         try:
             tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
         except Exception as error:
-            code, message = _status(error)
-            await context.abort(code, message)
+            await _abort(context, error)
             raise
         responses: asyncio.Queue[pb.ModerateResponse | None] = asyncio.Queue()
         slots = asyncio.Semaphore(STREAM_MAX_IN_FLIGHT)  # backpressure: stop reading when this many are pending
 
         async def handle(request: pb.ModerateRequest) -> None:
             try:
-                deadline = self._deadline(context, request.deadline_ms)
+                deadline = self._deadline(tenant, context, request.deadline_ms)
                 await responses.put(await self._one_or_error(tenant, request.request_id, request.item, request.policy,
                                                              deadline, "item"))
             finally:
@@ -156,6 +181,25 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
             await reader
         finally:
             reader.cancel()
+
+
+def _retry_after(error: BaseException) -> float | None:
+    """Seconds a client should wait before retrying, for errors that carry a hint."""
+    if isinstance(error, OverQuotaError):
+        return error.retry_after_s
+    if isinstance(error, QueueFullError):
+        return QUEUE_FULL_RETRY_S
+    return None
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: BaseException) -> None:
+    """Fail the call with the error's status; RESOURCE_EXHAUSTED carries google.rpc.RetryInfo."""
+    code, message = _status(error)
+    retry_after = _retry_after(error)
+    if retry_after is None:
+        await context.abort(code, message)
+    status = status_with_retry(code.value[0], message, retry_after or 0.0)
+    await context.abort_with_status(rpc_status.to_status(status))
 
 
 def _status(error: BaseException) -> tuple[grpc.StatusCode, str]:
@@ -178,7 +222,8 @@ class Router:
         self.config = config
         self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.OUTPUTS[m][0],
                                                   output_names=self.OUTPUTS[m][1],
-                                                  max_message_bytes=config.server.max_message_bytes)
+                                                  max_message_bytes=config.server.max_message_bytes,
+                                                  qos_classes=state.tenants.qos_classes)
                             for m in self.OUTPUTS}
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
         self.servicer = ModerationServicer(config, state, self.pipeline)

@@ -9,7 +9,11 @@
         name: Acme Chat
         api_key_sha256: 5e884898da...   # printf %s "$KEY" | sha256sum
         policies: [default, strict]     # allowed policies; the first is the default
-        qos_class: realtime
+        qos_class: realtime             # scheduling class (and DSCP) of its traffic
+        weight: 1.0                     # fair share against other tenants of the same class
+        quota: {items_per_s: 200, burst: 400, max_in_flight: 256}   # 0 = unlimited
+        deadlines: {default_ms: 500, max_ms: 2000}                 # 0 = the router's
+        degrade: [ocr, vision]          # stages the router may skip for it under overload, in order
 
 Generate a key and its digest with `auditmesh hash-key`.
 """
@@ -18,13 +22,32 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 from services.common.config import ConfigError, load_dataclass, read_yaml
 from services.common.errors import PermissionDeniedError, UnauthenticatedError
-from services.common.qos import DEFAULT_CLASSES, QosClass, validate_classes
+from services.common.qos import DEFAULT_CLASSES, QosClass, priority_of, validate_classes
+from services.router.admission import Quota
+
+
+@dataclass(frozen=True)
+class TenantDeadlines:
+    """Override the router's deadlines for this tenant (0 = use the router's)."""
+
+    default_ms: int = 0
+    max_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.default_ms < 0 or self.max_ms < 0:
+            raise ValueError("default_ms and max_ms must be >= 0 (0 = the router's)")
+        if self.default_ms and self.max_ms and self.default_ms > self.max_ms:
+            raise ValueError(f"default_ms ({self.default_ms}) must not exceed max_ms ({self.max_ms})")
+
+
+#: Stages a tenant may allow the router to skip under overload (its degradation ladder, in order).
+SKIPPABLE_STAGES = ("ocr", "vision")
 
 
 @dataclass(frozen=True)
@@ -34,6 +57,10 @@ class Tenant:
     policies: tuple[str, ...]
     name: str = ""
     qos_class: str = "standard"
+    weight: float = 1.0
+    quota: Quota = field(default_factory=Quota)
+    deadlines: TenantDeadlines = field(default_factory=TenantDeadlines)
+    degrade: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.replace("-", "").replace("_", "").isalnum():
@@ -43,6 +70,11 @@ class Tenant:
             raise ValueError("api_key_sha256 must be a 64-character hex SHA-256 digest of the key")
         if not self.policies:
             raise ValueError("policies must list at least one policy (the first is the default)")
+        if self.weight <= 0:
+            raise ValueError(f"weight must be > 0, got {self.weight}")
+        unknown = [stage for stage in self.degrade if stage not in SKIPPABLE_STAGES]
+        if unknown:
+            raise ValueError(f"degrade: {unknown[0]!r} cannot be skipped; choose from {list(SKIPPABLE_STAGES)}")
 
     def resolve_policy(self, requested: str) -> str:
         """The policy name to use for a request; raises PermissionDeniedError for a policy not allowed."""
@@ -74,6 +106,10 @@ class TenantDirectory:
         self._by_digest = {tenant.api_key_sha256.lower(): tenant for tenant in tenants.values()}
         self.tenants = dict(tenants)
         self.qos_classes = qos_classes
+
+    def priority(self, tenant: Tenant) -> int:
+        """The tenant's class position (0 = highest priority)."""
+        return priority_of(self.qos_classes, tenant.qos_class)
 
     def authenticate(self, api_key: str | None) -> Tenant:
         """The tenant owning `api_key`, or UnauthenticatedError."""

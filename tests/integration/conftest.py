@@ -18,6 +18,7 @@ from services.launcher import ROOT, Mesh
 from services.router.tenants import hash_key
 
 KEY_A, KEY_B = "test-key-tenant-a", "test-key-tenant-b"
+KEY_CHAT, KEY_FLOOD, KEY_LIMITED = "test-key-chat", "test-key-flood", "test-key-limited"
 
 
 def free_base_port(count: int = 4) -> int:
@@ -48,7 +49,13 @@ def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tenants") / "tenants.yaml"
     path.write_text(f"tenants:\n"
                     f"  - id: tenant-a\n    api_key_sha256: {hash_key(KEY_A)}\n    policies: [default, strict]\n"
-                    f"  - id: tenant-b\n    api_key_sha256: {hash_key(KEY_B)}\n    policies: [strict]\n")
+                    f"  - id: tenant-b\n    api_key_sha256: {hash_key(KEY_B)}\n    policies: [strict]\n"
+                    f"  - id: chat\n    api_key_sha256: {hash_key(KEY_CHAT)}\n    policies: [default]\n"
+                    f"    qos_class: realtime\n"
+                    f"  - id: flood\n    api_key_sha256: {hash_key(KEY_FLOOD)}\n    policies: [default]\n"
+                    f"    qos_class: bulk\n    degrade: [ocr, vision]\n"
+                    f"  - id: limited\n    api_key_sha256: {hash_key(KEY_LIMITED)}\n    policies: [default]\n"
+                    f"    quota: {{items_per_s: 2, burst: 3}}\n")
     return path
 
 
