@@ -18,7 +18,7 @@ from tests.integration.test_moderation_e2e import item, moderate
 
 
 def retry_info(error: grpc.RpcError) -> error_details_pb2.RetryInfo | None:
-    for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
+    for key, value in error.trailing_metadata() or ():
         if key == "grpc-status-details-bin":
             status = status_pb2.Status.FromString(value)
             for detail in status.details:
