@@ -5,19 +5,30 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STUBS := services/common/gen
 REPO := model_repository
+DEBIAN_BCC := /usr/lib/python3/dist-packages/bcc
+DEBIAN_PACKAGES := fonts-wqy-zenhei python3-bpfcc libbpfcc linux-headers-$(shell dpkg --print-architecture 2>/dev/null || echo amd64) iperf3
 PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
 
-.PHONY: help setup system-deps venv stubs models run lint test test-slow accuracy clean
+.PHONY: help setup system-deps bcc-venv venv stubs models run lint test test-slow accuracy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 setup: venv stubs models ## everything needed to run: venv, generated stubs, model repository
 
-system-deps: ## Debian packages the tests need (a CJK font to render test images); installs when root
-	@dpkg -s fonts-wqy-zenhei >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-zenhei; \
-	  else echo "missing Debian package fonts-wqy-zenhei: run 'sudo apt-get install fonts-wqy-zenhei'"; exit 1; fi; }
+system-deps: ## Debian packages the tests need (CJK font for test images; bcc, kernel headers, iperf3 for ebpf/); installs when root
+	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else echo "missing Debian packages:$$missing: run 'sudo apt-get install$$missing'"; exit 1; fi; fi
+
+bcc-venv: $(VENV)/.bcc-linked ## let the venv import Debian's bcc (python3-bpfcc) and nothing else from dist-packages
+$(VENV)/.bcc-linked: $(VENV)/.installed
+	@test -d $(DEBIAN_BCC) || { echo "$(DEBIAN_BCC) is missing: run 'make system-deps' as root (python3-bpfcc)"; exit 1; }
+	mkdir -p $(VENV)/debian-bcc
+	ln -sfn $(DEBIAN_BCC) $(VENV)/debian-bcc/bcc
+	echo "$(abspath $(VENV))/debian-bcc" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/debian_bcc.pth"
+	$(PY) -c 'import bcc; bcc.BPF' && touch $@
 
 venv: $(VENV)/.installed ## Python environment from requirements*.txt
 $(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
@@ -43,13 +54,13 @@ $(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build_models.py)
 run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C
 	$(PY) -m services.launcher --config config/mesh.yaml
 
-lint: setup ## strict mypy over services, tests and bench (config in pyproject.toml)
-	$(PY) -m mypy services tests bench
+lint: setup ## strict mypy over services, tests, bench and ebpf (config in pyproject.toml)
+	$(PY) -m mypy services tests bench ebpf
 
-test: setup system-deps lint ## the whole test suite (what CI runs): mypy, then pytest
+test: setup system-deps bcc-venv lint ## the whole test suite (what CI runs): mypy, then pytest
 	$(PY) -m pytest -q
 
-test-slow: setup system-deps ## load/soak tests only
+test-slow: setup system-deps bcc-venv ## load/soak tests only
 	$(PY) -m pytest -q -m slow
 
 accuracy: setup ## accuracy JSON on held-out data
