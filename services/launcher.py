@@ -5,6 +5,9 @@ waits for each to report SERVING on grpc.health.v1, prints where the router list
 SIGTERM stops the router first and the modality services after it, each draining gracefully. If any
 service dies, the launcher stops the others and exits non-zero.
 
+Each service also serves Prometheus metrics on `metrics_base_port` + the same offset (router 9100,
+text 9101, vision 9102, ocr 9103 by default), or none with `--metrics-base-port 0`.
+
 Used by `make run`, and by the integration tests (`Mesh`).
 """
 
@@ -13,9 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass
 class Mesh:
-    """The four service processes. Ports: router = base_port, text/vision/ocr = base_port + 1/2/3."""
+    """The four service processes. Ports: router = base_port, text/vision/ocr = base_port + 1/2/3;
+    their /metrics endpoints the same offsets from `metrics_base_port` (0 = no metrics endpoints).
+    `output` (e.g. subprocess.DEVNULL) replaces the services' stdout and stderr.
+    `isolated_state` (default): the router's policy store and audit log live in a temporary folder of
+    this mesh, removed by `stop` — routers sharing a store act as replicas of one configuration, so
+    meshes started by tests and benchmarks must not share `var/`; `make run` keeps them in `var/`."""
 
     base_port: int = 8100
     config_dir: Path = ROOT / "config"
@@ -38,17 +48,36 @@ class Mesh:
     log_format: str = "text"
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    metrics_base_port: int = 0
+    output: int | None = None
+    isolated_state: bool = True
+    _state_dir: Path | None = field(default=None, init=False, repr=False)
 
     def port(self, service: str) -> int:
-        return self.base_port + (0 if service == "router" else 1 + MODALITIES.index(service))
+        return self.base_port + self._offset(service)
+
+    def metrics_port(self, service: str) -> int:
+        """Where `service` serves /metrics (0 when the mesh runs without metrics endpoints)."""
+        return self.metrics_base_port + self._offset(service) if self.metrics_base_port else 0
+
+    @staticmethod
+    def _offset(service: str) -> int:
+        return 0 if service == "router" else 1 + MODALITIES.index(service)
 
     def address(self, service: str) -> str:
         return f"{self.host}:{self.port(service)}"
 
     def _env(self, service: str) -> dict[str, str]:
-        env = {**os.environ, "AUDITMESH_LISTEN": self.address(service), "PYTHONUNBUFFERED": "1"}
+        metrics = f"{self.host}:{self.metrics_port(service)}" if self.metrics_base_port else "off"
+        env = {**os.environ, "AUDITMESH_LISTEN": self.address(service), "AUDITMESH_METRICS_LISTEN": metrics,
+               "PYTHONUNBUFFERED": "1"}
         if service == "router":
             env.update({f"AUDITMESH_{m.upper()}_URL": self.address(m) for m in MODALITIES})
+            if self.isolated_state:
+                if self._state_dir is None:
+                    self._state_dir = Path(tempfile.mkdtemp(prefix="auditmesh-router-state-"))
+                env.update({"AUDITMESH_POLICY_STORE": str(self._state_dir / "policy_store.sqlite"),
+                            "AUDITMESH_AUDIT_LOG": str(self._state_dir / "audit.sqlite")})
         env.update(self.extra_env)  # last, so a caller can point the router at other upstreams
         return env
 
@@ -56,7 +85,8 @@ class Mesh:
         """Start one service process (not waiting for it)."""
         command = [sys.executable, "-m", f"services.{service}.server", "--config", str(self.config_dir / f"{service}.yaml"),
                    "--log-format", self.log_format]
-        self.processes[service] = subprocess.Popen(command, cwd=ROOT, env=self._env(service))
+        self.processes[service] = subprocess.Popen(command, cwd=ROOT, env=self._env(service), stdout=self.output,
+                                                   stderr=self.output)
 
     def wait_serving(self, service: str, timeout_s: float = 120.0) -> None:
         """Block until `service` answers SERVING, or raise RuntimeError (its process died or timed out)."""
@@ -102,6 +132,9 @@ class Mesh:
         """Router first (it stops taking requests), then the modality services."""
         for service in ("router", *MODALITIES):
             self.stop_service(service)
+        if self._state_dir is not None:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
+            self._state_dir = None
 
     def first_exited(self) -> str | None:
         return next((name for name, p in self.processes.items() if p.poll() is not None), None)
@@ -114,13 +147,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="folder with router.yaml, text.yaml, vision.yaml, ocr.yaml (default: ./config)")
     parser.add_argument("--base-port", type=int, default=8100,
                         help="router port; text, vision, ocr listen on the next three (default: 8100)")
+    parser.add_argument("--metrics-base-port", type=int, default=9100,
+                        help="router /metrics port; text, vision, ocr use the next three; 0 = none (default: 9100)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format)
+    mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
+                isolated_state=False)  # `make run`: the policy store and audit log persist in var/
     stop = False
 
     def request_stop(signum: int, frame: object) -> None:
@@ -131,8 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     try:
         mesh.start()
+        metrics = (f"Metrics: http://{mesh.host}:{mesh.metrics_port('router')}/metrics (text, vision, ocr on the "
+                   f"next three ports).\n" if mesh.metrics_base_port else "")
         print(f"\nauditmesh is serving: router on {mesh.address('router')} "
-              f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
+              f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n{metrics}"
               f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
               f"--text 'hello there'\nCtrl-C stops it.\n", flush=True)
         while not stop:

@@ -68,9 +68,10 @@ class BatchReport:
     """What the dispatch loop tells the caller about each batch it ran (for telemetry)."""
 
     size: int
-    queue_wait_s: float
+    queue_wait_s: float  # of the oldest item
     run_s: float
     error: BaseException | None = None
+    item_waits_s: tuple[float, ...] = ()  # each item's wait from submit to the batch starting, in order
 
 
 @dataclass
@@ -187,7 +188,8 @@ class DynamicBatcher(Generic[T, R]):
 
     async def _run(self, batch: list[_Pending[T, R]]) -> None:
         started = self._clock()
-        report = BatchReport(len(batch), started - batch[0].enqueued, 0.0)
+        report = BatchReport(len(batch), started - batch[0].enqueued, 0.0,
+                             item_waits_s=tuple(started - item.enqueued for item in batch))
         try:
             results = await self._run_batch([item.value for item in batch])
             if len(results) != len(batch):

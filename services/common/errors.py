@@ -46,6 +46,19 @@ class NotFoundError(AuditmeshError):
     """A named model or policy does not exist."""
 
 
+class AlreadyExistsError(AuditmeshError):
+    """An immutable thing (e.g. a policy version id) already exists with different content."""
+
+
+class ConflictError(AuditmeshError):
+    """Something changed since the caller read it (e.g. a policy pointer moved by another admin)."""
+
+
+class FailedPreconditionError(AuditmeshError):
+    """The request is valid but the system is not in a state to do it (e.g. a model file that does not
+    load, a tenants document naming a policy with no active version)."""
+
+
 #: Checked in order; the first matching class wins.
 STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
@@ -60,6 +73,9 @@ STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (BatcherClosedError, grpc.StatusCode.UNAVAILABLE),
     (UnavailableError, grpc.StatusCode.UNAVAILABLE),
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
+    (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (ConflictError, grpc.StatusCode.ABORTED),
 )
 
 

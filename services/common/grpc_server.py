@@ -2,7 +2,12 @@
 
 Shutdown order (on SIGTERM or SIGINT): health turns NOT_SERVING first (so load balancers stop sending),
 the server stops accepting new calls and gives in-flight calls `grace_period_s` to finish, then the
-`on_close` callbacks run (e.g. batchers drain what they accepted), then the process exits.
+`on_close` callbacks run (e.g. batchers drain what they accepted), then the `/metrics` endpoint
+stops, then the process exits.
+
+Telemetry hooks: when tracing is on (`services.common.telemetry`) the OpenTelemetry aio server
+interceptor goes first in the interceptor chain; when `server.metrics_listen` is set and a registry is
+given, a `/metrics` endpoint serves it from `start` to `stop`.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ from typing import Awaitable, Callable, Sequence
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry
 
+from services.common.metrics import MetricsServer
 from services.common.service_config import ServerConfig
+from services.common.telemetry import server_interceptors
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +49,8 @@ class GrpcService:
                  register: Callable[[grpc.aio.Server], None],
                  on_serving_change: Callable[[bool], None] | None = None,
                  on_close: Sequence[Callable[[], Awaitable[None]]] = (),
-                 interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
+                 interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+                 metrics_registry: CollectorRegistry | None = None) -> None:
         self.name = name
         self.config = config
         self._service_names = list(service_names)
@@ -53,16 +62,21 @@ class GrpcService:
         self._server: grpc.aio.Server | None = None
         self._stopped = asyncio.Event()
         self.port = 0
+        self.metrics = (MetricsServer(config.metrics_listen, metrics_registry)
+                        if config.metrics_listen and metrics_registry is not None else None)
 
     async def start(self) -> int:
         """Bind, register services, mark SERVING. Returns the bound port (useful with port 0)."""
-        server = grpc.aio.server(options=grpc_options(self.config.max_message_bytes), interceptors=self._interceptors)
+        interceptors = [*server_interceptors(), *self._interceptors]
+        server = grpc.aio.server(options=grpc_options(self.config.max_message_bytes), interceptors=interceptors)
         self._register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection([*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
         self.port = server.add_insecure_port(self.config.listen)
         if self.port == 0:
             raise OSError(f"{self.name}: cannot listen on {self.config.listen}")
+        if self.metrics is not None:
+            self.metrics.start()
         await server.start()
         self._server = server
         await self._set_serving(True)
@@ -87,6 +101,8 @@ class GrpcService:
         await self._server.stop(self.config.grace_period_s)
         for close in self._on_close:
             await close()
+        if self.metrics is not None:
+            await self.metrics.stop()
         log.info("%s stopped", self.name)
         self._stopped.set()
 

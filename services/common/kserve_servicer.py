@@ -3,6 +3,10 @@
 Thin adapter: decodes tensors (kserve_codec), queues each row in the model's DynamicBatcher, runs the
 model in a worker thread (ONNX Runtime releases the GIL), and encodes the outputs. A Triton Inference
 Server can replace a service built on this, since the router only uses the standard RPCs.
+
+Telemetry: each row carries the span context of the ModelInfer call that queued it, and each batch
+runs inside one span linked to all of them (`services.common.spans.batch_span`); batch sizes,
+inference time, per-row queue wait, queue depth and calls by status code go to `ModelMetrics`.
 """
 
 from __future__ import annotations
@@ -11,16 +15,21 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import grpc
 import numpy as np
+from opentelemetry.trace import SpanContext
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
-from services.common.batcher import BatchingConfig, BatchReport, DynamicBatcher
-from services.common.errors import status_for
+from services.common.batcher import BatchingConfig, BatchReport, DynamicBatcher, QueueFullError
+from services.common.errors import FailedPreconditionError, status_for
 from services.common.kserve_codec import decode_inputs, encode_outputs
+from services.common.metrics import ModelMetrics
 from services.common.model_api import BatchStats, InvalidInputError, ServedModel
+from services.common.model_lifecycle import ModelLifecycle, models_parameter
+from services.common.spans import batch_span, current_span_context
 
 log = logging.getLogger(__name__)
 
@@ -30,24 +39,44 @@ _CONFIG_TYPES = {"BYTES": "TYPE_STRING", "FP32": "TYPE_FP32", "FP64": "TYPE_FP64
 Row = dict[str, np.ndarray]
 
 
-class ModelRunner:
-    """One served model, its batcher, its worker thread and its statistics."""
+@dataclass(frozen=True)
+class _Item:
+    """One row and the span context of the ModelInfer call that queued it (for the batch span's links)."""
 
-    def __init__(self, model: ServedModel, batching: BatchingConfig) -> None:
+    row: Row
+    origin: SpanContext
+
+
+class ModelRunner:
+    """One served model, its batcher, its worker thread, its statistics and (optionally) its metrics."""
+
+    def __init__(self, model: ServedModel, batching: BatchingConfig, metrics: ModelMetrics | None = None) -> None:
         self.model = model
         self.stats = BatchStats()
+        self.models_json = models_parameter(model)  # named in every response (the router reports it)
+        self.metrics = metrics
         self._executor = ThreadPoolExecutor(max_workers=batching.max_concurrency, thread_name_prefix=f"model-{model.name}")
         config = BatchingConfig(min(batching.max_batch_size, model.max_batch_size), batching.max_delay_ms,
                                 max(batching.max_queue, model.max_batch_size), batching.max_concurrency)
-        self.batcher: DynamicBatcher[Row, Row] = DynamicBatcher(self._run_batch, config=config, on_batch=self._record)
+        self.batcher: DynamicBatcher[_Item, Row] = DynamicBatcher(self._run_batch, config=config, on_batch=self._record)
+        if metrics is not None:
+            metrics.describe(model.name, model.version, model.platform, lambda: self.batcher.queue_depth)
 
-    async def _run_batch(self, rows: list[Row]) -> list[Row]:
-        stacked = {name: np.stack([row[name] for row in rows]) for name in rows[0]}
+    async def submit(self, rows: list[Row]) -> list[Row]:
+        """Queue `rows` (from one ModelInfer call) and wait for their output rows."""
+        origin = current_span_context()
+        return await self.batcher.submit([_Item(row, origin) for row in rows])
+
+    async def _run_batch(self, items: list[_Item]) -> list[Row]:
+        stacked = {name: np.stack([item.row[name] for item in items]) for name in items[0].row}
         loop = asyncio.get_running_loop()
-        outputs = await loop.run_in_executor(self._executor, self.model.infer, stacked)
-        return [{name: array[i] for name, array in outputs.items()} for i in range(len(rows))]
+        with batch_span(f"batch {self.model.name}", [item.origin for item in items], {"auditmesh.model": self.model.name}):
+            outputs = await loop.run_in_executor(self._executor, self.model.infer, stacked)
+        return [{name: array[i] for name, array in outputs.items()} for i in range(len(items))]
 
     def _record(self, report: BatchReport) -> None:
+        if self.metrics is not None:
+            self.metrics.record_batch(self.model.name, report)
         stats = self.stats
         run_ns, queue_ns = int(report.run_s * 1e9), int(report.queue_wait_s * 1e9)
         stats.batch_sizes[report.size] = stats.batch_sizes.get(report.size, 0) + 1
@@ -69,11 +98,15 @@ class ModelRunner:
 class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     """Serves `runners` under the KServe v2 protocol. `ready` turns False while draining."""
 
-    def __init__(self, server_name: str, server_version: str, runners: Mapping[str, ModelRunner]) -> None:
+    def __init__(self, server_name: str, server_version: str, runners: Mapping[str, ModelRunner], *,
+                 metrics: ModelMetrics | None = None) -> None:
         self.server_name = server_name
         self.server_version = server_version
         self.runners = dict(runners)
+        self.metrics = metrics
         self.ready = False
+        #: Hot reload behind RepositoryModelLoad/Unload (services.common.model_lifecycle); None = index only.
+        self.lifecycle: ModelLifecycle[ModelRunner] | None = None
 
     def _runner(self, name: str, version: str = "") -> ModelRunner | None:
         runner = self.runners.get(name)
@@ -92,7 +125,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def ServerMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service_pb2.ServerMetadataResponse(name=self.server_name, version=self.server_version,
-                                                  extensions=["model_repository(index only)", "statistics"])
+                                                  extensions=["model_repository", "statistics"])
 
     async def ModelMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         runner = await self._require(request.name, request.version, context)
@@ -134,12 +167,40 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return response
 
     async def RepositoryIndex(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if self.lifecycle is not None:
+            return service_pb2.RepositoryIndexResponse(models=[
+                service_pb2.RepositoryIndexResponse.ModelIndex(name=m.name, version=m.version, reason=m.reason,
+                                                               state=m.state if self.ready else "UNAVAILABLE")
+                for m in self.lifecycle.index()])
         response = service_pb2.RepositoryIndexResponse()
         for name, runner in sorted(self.runners.items()):
             response.models.add(name=name, version=runner.model.version, state="READY" if self.ready else "UNAVAILABLE")
         return response
 
+    async def RepositoryModelLoad(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Load the model again from the repository beside the serving one, then switch (model_lifecycle)."""
+        version = request.parameters["version"].string_param if "version" in request.parameters else ""
+        try:
+            await self._lifecycle().load(request.model_name, version)
+        except Exception as error:
+            await self._abort(error, context)
+        return service_pb2.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            await self._lifecycle().unload(request.model_name)
+        except Exception as error:
+            await self._abort(error, context)
+        return service_pb2.RepositoryModelUnloadResponse()
+
+    def _lifecycle(self) -> ModelLifecycle[ModelRunner]:
+        if self.lifecycle is None:
+            raise FailedPreconditionError("this server's model repository is index-only (no hot reload)")
+        return self.lifecycle
+
     async def ModelInfer(self, request: service_pb2.ModelInferRequest, context: grpc.aio.ServicerContext) -> Any:
+        if self._runner(request.model_name, request.model_version) is None:
+            self._count("unknown", grpc.StatusCode.NOT_FOUND)  # not the caller's string: labels stay bounded
         runner = await self._require(request.model_name, request.model_version, context)
         model = runner.model
         try:
@@ -148,14 +209,18 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             if size > model.max_batch_size:
                 raise InvalidInputError(f"batch of {size} is over model {model.name!r}'s max_batch_size {model.max_batch_size}")
             rows = [{name: array[i] for name, array in arrays.items()} for i in range(size)]
-            results = await runner.batcher.submit(rows)
-        except asyncio.CancelledError:
+            results = await runner.submit(rows)
+        except asyncio.CancelledError:  # the caller went away or its deadline passed
+            self._count(model.name, grpc.StatusCode.CANCELLED)
             raise
         except Exception as error:
+            self._count(model.name, status_for(error) or grpc.StatusCode.INTERNAL, error)
             await self._abort(error, context)
+        self._count(model.name, grpc.StatusCode.OK)
         outputs = {spec.name: np.stack([row[spec.name] for row in results]) if results else np.empty((0, *spec.shape))
                    for spec in model.outputs}
         response = service_pb2.ModelInferResponse(model_name=model.name, model_version=model.version, id=request.id)
+        response.parameters["models"].string_param = runner.models_json
         encode_outputs(response, outputs, model.outputs, [o.name for o in request.outputs])
         return response
 
@@ -167,6 +232,13 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         assert runner is not None  # abort() raises; this narrows the type for mypy
         return runner
 
+    def _count(self, model: str, code: grpc.StatusCode, error: BaseException | None = None) -> None:
+        if self.metrics is None:
+            return
+        self.metrics.requests.labels(model, code.name).inc()
+        if isinstance(error, QueueFullError):
+            self.metrics.shed.labels(model, "queue_full").inc()
+
     @staticmethod
     async def _abort(error: Exception, context: grpc.aio.ServicerContext) -> None:
         code = status_for(error)
@@ -177,9 +249,10 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         await context.abort(code, str(error))
 
 
-def build_runners(models: Sequence[ServedModel], batching: BatchingConfig) -> dict[str, ModelRunner]:
+def build_runners(models: Sequence[ServedModel], batching: BatchingConfig,
+                  metrics: ModelMetrics | None = None) -> dict[str, ModelRunner]:
     """One ModelRunner per model, keyed by model name."""
-    return {model.name: ModelRunner(model, batching) for model in models}
+    return {model.name: ModelRunner(model, batching, metrics) for model in models}
 
 
 def warm_up(models: Sequence[ServedModel]) -> float:

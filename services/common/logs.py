@@ -1,6 +1,14 @@
 """Logging set-up shared by every service: plain text by default, JSON lines with `--log-format json`.
 
-Never log raw content (texts, image bytes): only ids, sizes, decisions and timings.
+Every record logged while a request is being handled carries its `request_id` (set with
+`request_scope`) and, when tracing is on, the `trace_id` of the active span, so a log line leads to
+the trace and back. Never log raw content (texts, image bytes): only ids, sizes, decisions and timings.
+
+Example::
+
+    with request_scope(request.request_id):
+        log.info("moderated", extra={"tenant": tenant.id, "decision": "allow"})
+    # {"ts": ..., "msg": "moderated", "tenant": "acme", "decision": "allow", "request_id": "r-1", "trace_id": "4bf9..."}
 """
 
 from __future__ import annotations
@@ -9,6 +17,38 @@ import json
 import logging
 import sys
 import time
+import uuid
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
+
+from services.common.spans import current_trace_id
+
+request_id_var: ContextVar[str] = ContextVar("auditmesh_request_id", default="")
+
+
+@contextmanager
+def request_scope(request_id: str = "") -> Iterator[str]:
+    """Tag log records inside the block with `request_id` (a fresh one when empty); yields the id."""
+    request_id = request_id or uuid.uuid4().hex[:16]
+    token = request_id_var.set(request_id)
+    try:
+        yield request_id
+    finally:
+        request_id_var.reset(token)
+
+
+class ContextFilter(logging.Filter):
+    """Adds `request_id` and `trace_id` to a record when they are known (never empty fields)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request_id = request_id_var.get()
+        if request_id and not hasattr(record, "request_id"):
+            record.request_id = request_id
+        trace_id = current_trace_id()
+        if trace_id and not hasattr(record, "trace_id"):
+            record.trace_id = trace_id
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -25,15 +65,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """`<time> <service> <LEVEL> <logger>: <message>`, then ` request_id=... trace_id=...` when known."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__(f"%(asctime)s.%(msecs)03dZ {service} %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
+        self.converter = time.gmtime
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # before any traceback is appended
+        text = super().formatMessage(record)
+        ids = " ".join(f"{key}={getattr(record, key)}" for key in ("request_id", "trace_id") if hasattr(record, key))
+        return f"{text} {ids}" if ids else text
+
+
 def configure_logging(service: str, level: str = "info", fmt: str = "text") -> None:
     """Route all logging to stderr in the chosen format, prefixed with the service name."""
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        formatter = logging.Formatter(f"%(asctime)s.%(msecs)03dZ {service} %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
-        formatter.converter = time.gmtime
-        handler.setFormatter(formatter)
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

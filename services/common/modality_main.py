@@ -1,6 +1,8 @@
 """The entry point every modality service shares: parse flags, load config, load models, serve.
 
-`services/<modality>/server.py` only says which models it serves; this module does the rest.
+`services/<modality>/server.py` only says which models it serves; this module does the rest, including
+telemetry: tracing from the OTEL_* environment (`services.common.telemetry`) and Prometheus metrics on
+`server.metrics_listen` (`services.common.metrics`).
 """
 
 from __future__ import annotations
@@ -14,17 +16,20 @@ from typing import Callable, Sequence
 
 from tritonclient.grpc import service_pb2_grpc
 
-from services.common.config import ConfigError
+from services import __version__
 from services.common.grpc_server import GrpcService
-from services.common.kserve_servicer import KServeServicer, build_runners, warm_up
+from services.common.kserve_servicer import KServeServicer, ModelRunner, build_runners, warm_up
 from services.common.logs import configure_logging
+from services.common.metrics import ModelMetrics, new_registry
 from services.common.model_api import ServedModel
+from services.common.model_lifecycle import ModelLifecycle
 from services.common.model_repository import ModelNotFoundError
 from services.common.service_config import ModalityServiceConfig, load_service_config
+from services.common.telemetry import setup_tracing, shutdown_tracing
 
 log = logging.getLogger(__name__)
 KSERVE_SERVICE = "inference.GRPCInferenceService"
-VERSION = "0.1.0"
+VERSION = __version__
 
 ModelFactory = Callable[[ModalityServiceConfig], Sequence[ServedModel]]
 
@@ -35,17 +40,25 @@ def parse_args(service: str, argv: Sequence[str] | None) -> argparse.Namespace:
         description=f"auditmesh {service} service: KServe v2 (Triton) gRPC inference over ONNX Runtime, with "
                     "grpc.health.v1 and server reflection. SIGTERM drains in-flight work and exits.")
     parser.add_argument("--config", type=Path, default=Path(f"config/{service}.yaml"),
-                        help=f"service config YAML (default: config/{service}.yaml); env AUDITMESH_LISTEN and "
-                             "AUDITMESH_MODEL_REPOSITORY override its listen address and model repository")
+                        help=f"service config YAML (default: config/{service}.yaml); env AUDITMESH_LISTEN, "
+                             "AUDITMESH_METRICS_LISTEN and AUDITMESH_MODEL_REPOSITORY override its listen address, "
+                             "/metrics address ('off' for none) and model repository. Tracing: OTEL_TRACES_EXPORTER "
+                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
 
 
-def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel]) -> tuple[GrpcService, KServeServicer]:
-    """Wire models into a KServe servicer inside a GrpcService (not started)."""
-    runners = build_runners(models, config.batching)
-    servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners)
+def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], *,
+                  factory: ModelFactory | None = None) -> tuple[GrpcService, KServeServicer]:
+    """Wire models into a KServe servicer inside a GrpcService (not started), with its own metrics registry.
+    With `factory`, RepositoryModelLoad reloads a model through it (services.common.model_lifecycle)."""
+    registry = new_registry(config.service, VERSION)
+    metrics = ModelMetrics(registry)
+    runners = build_runners(models, config.batching, metrics)
+    servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics)
+    if factory is not None:
+        servicer.lifecycle = _model_lifecycle(config, factory, servicer, metrics)
 
     def register(server: object) -> None:
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
@@ -55,10 +68,27 @@ def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel]) 
     def on_serving_change(serving: bool) -> None:
         servicer.ready = serving
 
-    closers = [runner.close for runner in runners.values()]
+    # The lifecycle closes whichever runners serve at shutdown (a reload replaces them).
+    closers = [servicer.lifecycle.close] if servicer.lifecycle is not None else [r.close for r in runners.values()]
     service = GrpcService(config.service, config.server, service_names=[KSERVE_SERVICE], register=register,
-                          on_serving_change=on_serving_change, on_close=closers)
+                          on_serving_change=on_serving_change, on_close=closers, metrics_registry=registry)
     return service, servicer
+
+
+def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, servicer: KServeServicer,
+                     metrics: ModelMetrics) -> ModelLifecycle[ModelRunner]:
+    def load(name: str) -> ServedModel:
+        for model in factory(config):  # each service serves one model, so this builds only what is asked
+            if model.name == name:
+                return model
+        raise ModelNotFoundError(f"model {name!r} is not built by the {config.service} service")
+
+    def start(model: ServedModel) -> ModelRunner:
+        runner = ModelRunner(model, config.batching, metrics)
+        runner.batcher.start()
+        return runner
+
+    return ModelLifecycle(servicer.runners, load=load, start=start)
 
 
 async def _serve(config: ModalityServiceConfig, factory: ModelFactory) -> None:
@@ -66,7 +96,7 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory) -> None:
     seconds = warm_up(models)
     log.info("loaded and warmed %s in %.2fs (intra_op_threads=%d)", ", ".join(m.name for m in models), seconds,
              config.onnxruntime.intra_op_threads)
-    service, _ = build_service(config, models)
+    service, _ = build_service(config, models, factory=factory)
     await service.start()
     await service.serve_until_signal()
 
@@ -77,10 +107,17 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
     configure_logging(service, args.log_level, args.log_format)
     try:
         config = load_service_config(args.config)
-        asyncio.run(_serve(config, factory))
-    except (ConfigError, ModelNotFoundError) as error:
+        setup_tracing(service)
+    except ValueError as error:  # ConfigError, or an OTEL_* variable with a bad value (named in the message)
         print(f"{service}: {error}", file=sys.stderr)
         return 2
+    try:
+        asyncio.run(_serve(config, factory))
+    except ModelNotFoundError as error:
+        print(f"{service}: {error}", file=sys.stderr)
+        return 2
+    finally:
+        shutdown_tracing()
     return 0
 
 

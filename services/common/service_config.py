@@ -1,7 +1,7 @@
 """Configuration of one modality service (text, vision, OCR), read from `config/<service>.yaml`.
 
-Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN` (host:port) and
-`AUDITMESH_MODEL_REPOSITORY` (path).
+Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN` (host:port),
+`AUDITMESH_METRICS_LISTEN` (host:port of `/metrics`, or `off`) and `AUDITMESH_MODEL_REPOSITORY` (path).
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Mapping
 
 from services.common.batcher import BatchingConfig
 from services.common.config import load_yaml_file
 from services.common.onnx_session import SessionOptions
 
 ENV_LISTEN = "AUDITMESH_LISTEN"
+ENV_METRICS_LISTEN = "AUDITMESH_METRICS_LISTEN"
 ENV_MODEL_REPOSITORY = "AUDITMESH_MODEL_REPOSITORY"
 
 
@@ -39,12 +41,15 @@ class ServerConfig:
     listen: str = "127.0.0.1:0"
     grace_period_s: float = 10.0
     max_message_bytes: int = 32 * 1024 * 1024
-    metrics_listen: str = ""
+    metrics_listen: str = ""  # host:port of the Prometheus /metrics endpoint; "" = none
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise ValueError(f"listen must be host:port, got {self.listen!r}")
+        host, sep, port = self.metrics_listen.rpartition(":")
+        if self.metrics_listen and (not sep or not host or not port.isdigit()):
+            raise ValueError(f"metrics_listen must be host:port or empty, got {self.metrics_listen!r}")
         if self.grace_period_s < 0:
             raise ValueError(f"grace_period_s must be >= 0, got {self.grace_period_s}")
         if self.max_message_bytes < 4 * 1024 * 1024:
@@ -66,11 +71,20 @@ class ModalityServiceConfig:
             raise ValueError(f"service must be text, vision or ocr, got {self.service!r}")
 
 
+def server_from_env(server: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
+    """`server` with AUDITMESH_LISTEN and AUDITMESH_METRICS_LISTEN ("off" = no endpoint) applied."""
+    if env.get(ENV_LISTEN):
+        server = replace(server, listen=env[ENV_LISTEN])
+    metrics = env.get(ENV_METRICS_LISTEN, "").strip()
+    if metrics:
+        server = replace(server, metrics_listen="" if metrics.lower() == "off" else metrics)
+    return server
+
+
 def load_service_config(path: Path) -> ModalityServiceConfig:
     """Load `path`, then apply the environment overrides."""
     config = load_yaml_file(path, ModalityServiceConfig)
-    if os.environ.get(ENV_LISTEN):
-        config = replace(config, server=replace(config.server, listen=os.environ[ENV_LISTEN]))
+    config = replace(config, server=server_from_env(config.server, os.environ))
     if os.environ.get(ENV_MODEL_REPOSITORY):
         config = replace(config, model_repository=os.environ[ENV_MODEL_REPOSITORY])
     return config

@@ -2,7 +2,7 @@
 
 Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUDITMESH_METRICS_LISTEN`,
 `AUDITMESH_TEXT_URL`, `AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`,
-`AUDITMESH_POLICIES_DIR`.
+`AUDITMESH_POLICIES_DIR`, `AUDITMESH_POLICY_STORE`, `AUDITMESH_AUDIT_LOG`, `AUDITMESH_ADMIN_KEYS_FILE`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,17 @@ from typing import Mapping
 from services.common.config import load_yaml_file
 from services.common.image_decode import ImageLimits
 from services.common.service_config import ServerConfig, server_from_env
+from services.router.admin_auth import AdminKey
+from services.router.canary import RollbackBounds
 from services.router.scheduler import SchedulingConfig
 
 MODALITIES = ("text", "vision", "ocr")
 ENV_UPSTREAM_URL = {m: f"AUDITMESH_{m.upper()}_URL" for m in MODALITIES}
 ENV_TENANTS_FILE = "AUDITMESH_TENANTS_FILE"
 ENV_POLICIES_DIR = "AUDITMESH_POLICIES_DIR"
+ENV_POLICY_STORE = "AUDITMESH_POLICY_STORE"
+ENV_AUDIT_LOG = "AUDITMESH_AUDIT_LOG"
+ENV_ADMIN_KEYS_FILE = "AUDITMESH_ADMIN_KEYS_FILE"
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,25 @@ class RequestLimits:
 
 
 @dataclass(frozen=True)
+class LifecycleConfig:
+    """Policy store, config watching, canary defaults, the audit log and admin keys (README "Policy lifecycle")."""
+
+    store_path: str = "var/policy_store.sqlite"
+    watch_interval_s: float = 1.0
+    audit_path: str = "var/audit.sqlite"
+    audit_retention_days: float = 30.0
+    audit_flush_interval_s: float = 0.2
+    admin_keys: tuple[AdminKey, ...] = ()
+    admin_keys_file: str = ""
+    canary_bounds: RollbackBounds = field(default_factory=RollbackBounds)
+
+    def __post_init__(self) -> None:
+        for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
 class RouterConfig:
     upstreams: Mapping[str, Upstream]
     server: ServerConfig = field(default_factory=lambda: ServerConfig("127.0.0.1:8100", max_message_bytes=64 * 1024 * 1024))
@@ -79,6 +103,7 @@ class RouterConfig:
     policies_dir: str = "config/policies"
     deadlines: Deadlines = field(default_factory=Deadlines)
     limits: RequestLimits = field(default_factory=RequestLimits)
+    lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
 
     def __post_init__(self) -> None:
         missing = [m for m in MODALITIES if m not in self.upstreams]
@@ -94,5 +119,9 @@ def load_router_config(path: Path) -> RouterConfig:
     config = replace(config, server=server_from_env(config.server, env))
     upstreams = {m: replace(u, url=env[ENV_UPSTREAM_URL[m]]) if env.get(ENV_UPSTREAM_URL[m]) else u
                  for m, u in config.upstreams.items()}
+    lifecycle = config.lifecycle
+    lifecycle = replace(lifecycle, store_path=env.get(ENV_POLICY_STORE) or lifecycle.store_path,
+                        audit_path=env.get(ENV_AUDIT_LOG) or lifecycle.audit_path,
+                        admin_keys_file=env.get(ENV_ADMIN_KEYS_FILE) or lifecycle.admin_keys_file)
     return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,
-                   policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir)
+                   policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir, lifecycle=lifecycle)

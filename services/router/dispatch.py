@@ -8,13 +8,19 @@ with the class's DSCP value (`grpc.dscp`) so the kernel (ebpf/) can prioritise t
 goes out on the channel of the highest class in it. The downstream call carries a gRPC deadline
 equal to the latest deadline in the batch; each caller still waits only until its own deadline, and a
 caller that gives up leaves the queue at once.
+
+Model versions: every row also carries `MODELS_OUTPUT`, the (name, version) pairs of the models that
+produced it, read from the response (the served model's `model_version` and, from our services, the
+`models` response parameter listing the files behind it), so a response names the versions actually
+used even while a modality service swaps models.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tritonclient.grpc.aio as triton_aio
@@ -29,6 +35,10 @@ from services.router.fair_queue import Job
 from services.router.scheduler import FairScheduler, Requester
 
 Row = dict[str, np.ndarray]
+#: Pseudo output added to every row: a JSON list of [model name, version] pairs.
+MODELS_OUTPUT = "_models"
+#: The ModelInferResponse parameter our modality services fill with the same JSON.
+MODELS_PARAMETER = "models"
 
 
 class UpstreamError(RuntimeError):
@@ -101,7 +111,21 @@ class ModalityDispatcher:
         for name, array in arrays.items():
             if array is None or array.shape[0] != len(batch):
                 raise UpstreamError(f"{self.modality} service returned a malformed {name!r} output")
-        return [{name: array[i] for name, array in arrays.items()} for i in range(len(batch))]
+        models = np.array([models_json(result.get_response())], dtype=np.object_)
+        return [{**{name: array[i] for name, array in arrays.items()}, MODELS_OUTPUT: models} for i in range(len(batch))]
+
+
+def models_json(response: Any) -> str:
+    """The model versions a ModelInferResponse names (JSON list of [name, version])."""
+    parameter = response.parameters.get(MODELS_PARAMETER) if response.parameters else None
+    if parameter is not None and parameter.string_param:
+        return str(parameter.string_param)
+    return json.dumps([[response.model_name, response.model_version or "1"]])
+
+
+def models_of(row: Mapping[str, np.ndarray]) -> list[tuple[str, str]]:
+    """The (name, version) pairs in a row's MODELS_OUTPUT."""
+    return [(str(name), str(version)) for name, version in json.loads(row[MODELS_OUTPUT][0])]
 
 
 async def describe_models(dispatcher: ModalityDispatcher, timeout_s: float = 2.0) -> list[tuple[str, str]]:

@@ -6,6 +6,10 @@ Text parts, the vision model and OCR run concurrently; OCR lines then go through
 fail-open or fail-closed); a deadline that expires fails the whole item with DEADLINE_EXCEEDED and
 cancels every stage still queued, so no work is left behind. Under overload, a stage the tenant lets
 the router skip (its `degrade` list) is skipped and reported as a degradation.
+
+The signals are gathered once and judged by `services.router.evaluate` under the item's policy and,
+for a shadow canary, under the candidate policy too (no second model call). Each modality service
+names, in every response, the model versions that produced it; the outcome lists those.
 """
 
 from __future__ import annotations
@@ -17,16 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from services.common.errors import InvalidRequestError
-from services.router.dispatch import ModalityDispatcher, UpstreamError
-from services.router.fusion import (BlockMatch, ImageFinding, OcrLineFinding, Signals, StageFailure, TextFinding,
-                                    Verdict, fuse)
+from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, UpstreamError, models_of
+from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
+from services.router.fusion import BlockMatch, ImageFinding, OcrLineFinding, Signals, StageFailure, TextFinding, Verdict
 from services.router.policy import CompiledPolicy
 from services.router.scheduler import Requester
 from services.router.validation import ImagePart, ValidItem
-from services.text.normalize import normalize
 
 T = TypeVar("T")
-DEFAULT_LEXICON = "default"
 
 
 @dataclass
@@ -36,6 +38,8 @@ class Outcome:
     verdict: Verdict
     timings_ms: dict[str, float] = field(default_factory=dict)
     models: list[tuple[str, str]] = field(default_factory=list)
+    #: The shadow policy's verdict on the same signals (a shadow canary), else None.
+    shadow: Verdict | None = None
 
 
 @dataclass
@@ -45,6 +49,10 @@ class _Collected:
     ocr_lines: list[OcrLineFinding] = field(default_factory=list)
     failures: list[StageFailure] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    #: Texts the policies' own blocklists are matched against (text parts, readable OCR lines).
+    matchable: list[MatchableText] = field(default_factory=list)
+    #: Model versions named by the services' responses, per stage.
+    models: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,11 @@ class Pipeline:
         self.models: dict[str, list[tuple[str, str]]] = {}
 
     async def run(self, item: ValidItem, policy: CompiledPolicy, deadline: float, requester: Requester,
-                  skippable: Sequence[str] = ()) -> Outcome:
+                  skippable: Sequence[str] = (), shadow: CompiledPolicy | None = None) -> Outcome:
         """Moderate `item` under `policy` for `requester`, finishing by `deadline` (time.monotonic) or
         raising DeadlineExceededError. InvalidRequestError if a service finds an image undecodable.
-        Stages in `skippable` are skipped when their upstream is overloaded."""
+        Stages in `skippable` are skipped when their upstream is overloaded. With `shadow`, the same
+        signals are also judged under that policy (`Outcome.shadow`)."""
         collected = _Collected()
         job = _Job(policy, deadline, requester, collected)
         stages: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -86,10 +95,13 @@ class Pipeline:
         except BaseExceptionGroup as group_error:
             raise group_error.exceptions[0] from None
         started = time.monotonic()
-        verdict = fuse(policy, Signals(collected.texts, collected.images, collected.ocr_lines, collected.failures))
+        signals = Signals(collected.texts, collected.images, collected.ocr_lines, collected.failures)
+        verdict = evaluate(policy, signals, collected.matchable)
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
-        used = [m for stage in ("text", "vision", "ocr") if self._used(stage, item, policy) for m in self.models.get(stage, [])]
-        return Outcome(verdict, collected.timings_ms, used)
+        shadow_verdict = evaluate(shadow, signals, collected.matchable) if shadow is not None else None
+        used = [m for stage in ("text", "vision", "ocr") if self._used(stage, item, policy)
+                for m in collected.models.get(stage) or self.models.get(stage, [])]
+        return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
 
     @staticmethod
     def _skip(stage: str, dispatcher: ModalityDispatcher, requester: Requester, skippable: Sequence[str],
@@ -124,28 +136,18 @@ class Pipeline:
     async def _text_parts(self, item: ValidItem, job: _Job) -> None:
         texts = [(part.index, part.text, -1) for part in item.texts]
         await self._guarded("text", job.collected, self._score_texts(texts, job))
-        self._match_custom(texts, job.policy, job.collected)
+        job.collected.matchable.extend(texts)
 
-    async def _score_texts(self, texts: list[tuple[int, str, int]], job: _Job) -> None:
+    async def _score_texts(self, texts: list[MatchableText], job: _Job) -> None:
         rows = await self.text.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
-        use_default = job.policy.document.blocklist.use_default_lexicon
         collected = job.collected
         for (part_index, text, line), row in zip(texts, rows):
+            # Every default-lexicon hit is kept; `evaluate` drops them for a policy that does not use it.
             matches = [BlockMatch(m["category"], m["term"], int(m["severity"]), int(m["start"]), int(m["end"]), m["text"],
-                                  DEFAULT_LEXICON) for m in json.loads(row["MATCHES"][0])] if use_default else []
+                                  DEFAULT_LEXICON) for m in json.loads(row["MATCHES"][0])]
             scores = {"hate": float(row["TOXICITY"][0]), "spam": float(row["SPAM"][0])}
             collected.texts.append(TextFinding(part_index, text, scores, matches, line))
-
-    @staticmethod
-    def _match_custom(texts: list[tuple[int, str, int]], policy: CompiledPolicy, collected: _Collected) -> None:
-        lexicon = policy.custom_lexicon
-        if lexicon is None:
-            return
-        for part_index, text, line in texts:
-            matches = [BlockMatch(m.category, m.term, m.severity, m.start, m.end, m.matched_text, f"policy:{policy.name}")
-                       for m in lexicon.find(normalize(text))]
-            if matches:
-                collected.texts.append(TextFinding(part_index, text, {}, matches, line))
+        _note_models(collected, "text", rows)
 
     async def _vision(self, images: list[ImagePart], job: _Job) -> None:
         collected = job.collected
@@ -156,6 +158,7 @@ class Pipeline:
                 _raise_if_rejected(image, row)
                 scores = {"sexual": float(row["SEXUAL"][0]), "violence": float(row["VIOLENCE"][0])}
                 collected.images.append(ImageFinding(image.index, self.vision.upstream.model, scores))
+            _note_models(collected, "vision", rows)
         await self._guarded("vision", collected, score())
 
     async def _ocr_then_text(self, images: list[ImagePart], job: _Job) -> None:
@@ -169,6 +172,7 @@ class Pipeline:
                 for index, line in enumerate(json.loads(row["LINES"][0])):
                     polygon = tuple((int(x), int(y)) for x, y in line["polygon"])
                     lines.append(OcrLineFinding(image.index, index, line["text"], float(line["confidence"]), polygon))
+            _note_models(collected, "ocr", rows)
 
         ok = await self._timed("ocr", collected, self._guarded("ocr", collected, read()))
         collected.ocr_lines.extend(lines)
@@ -176,7 +180,13 @@ class Pipeline:
                     if l.confidence >= policy.document.ocr.min_confidence and l.text.strip()]
         if ok and readable:
             await self._timed("ocr_text", collected, self._guarded("ocr_text", collected, self._score_texts(readable, job)))
-            self._match_custom(readable, policy, collected)
+            collected.matchable.extend(readable)
+
+
+def _note_models(collected: _Collected, stage: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Record the model versions a service named in its response (see dispatch.MODELS_OUTPUT)."""
+    if rows and MODELS_OUTPUT in rows[0]:
+        collected.models[stage] = models_of(rows[0])
 
 
 def _raise_if_rejected(image: ImagePart, row: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ Example (`config/policies/default.yaml`)::
       custom:
         brand_safety: {severity: high, terms: ["competitor-x"]}
     failure: {text: closed, vision: open, ocr: open}
+    audit: {include_content: false}   # the audit log keeps no raw text unless this is true
 """
 
 from __future__ import annotations
@@ -124,6 +125,14 @@ class OcrRules:
 
 
 @dataclass(frozen=True)
+class AuditRules:
+    """What the decision audit log keeps. By default no raw content: only scores, decisions, versions and
+    evidence references (offsets, lexicon terms, OCR line indexes and boxes)."""
+
+    include_content: bool = False
+
+
+@dataclass(frozen=True)
 class PolicyDocument:
     """The YAML document, as validated."""
 
@@ -134,6 +143,7 @@ class PolicyDocument:
     blocklist: BlocklistRules = field(default_factory=BlocklistRules)
     failure: FailureModes = field(default_factory=FailureModes)
     ocr: OcrRules = field(default_factory=OcrRules)
+    audit: AuditRules = field(default_factory=AuditRules)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():

@@ -10,7 +10,10 @@ gRPC. The clock is injected. Callers `submit` jobs and await results; one dispat
   an item that cannot is shed with DeadlineExceededError instead of being computed and thrown away;
 * at submit, an item whose deadline cannot cover its expected queue wait plus service time is
   rejected at once (`shed_early`);
-* a caller that goes away (cancelled) leaves the queue at once; the queue is bounded (QueueFullError).
+* a caller that goes away (cancelled) leaves the queue at once; the queue is bounded (QueueFullError);
+* a batch runs in a copy of the contextvars context its first job was submitted from, so
+  request-scoped context (the active trace span, a log field) reaches `run_batch` and the downstream
+  call, instead of the context `start` was called from.
 
 Example::
 
@@ -22,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import math
 import time
@@ -95,6 +99,7 @@ class FairScheduler(Generic[R]):
         self._queue = FairQueue(starvation_limit_s=config.starvation_limit_ms / 1000.0)
         self.cost = BatchCost()
         self._futures: dict[Job, asyncio.Future[R]] = {}
+        self._origins: dict[Job, contextvars.Context] = {}
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._running: set[asyncio.Task[None]] = set()
@@ -141,10 +146,12 @@ class FairScheduler(Generic[R]):
         loop = asyncio.get_running_loop()
         jobs = [Job(requester.tenant, requester.priority, requester.weight, deadline, now, payload) for payload in payloads]
         futures = []
+        origin = contextvars.copy_context()
         for job in jobs:
             future: asyncio.Future[R] = loop.create_future()
             future.add_done_callback(functools.partial(self._forget, job))
             self._futures[job] = future
+            self._origins[job] = origin
             self._queue.push(job)
             futures.append(future)
         self._wakeup.set()
@@ -158,6 +165,7 @@ class FairScheduler(Generic[R]):
     def _forget(self, job: Job, future: asyncio.Future[R]) -> None:
         """Done callback: a cancelled job leaves the queue at once."""
         self._futures.pop(job, None)
+        self._origins.pop(job, None)
         if future.cancelled():
             self._queue.remove(job)
 
@@ -188,7 +196,9 @@ class FairScheduler(Generic[R]):
             if not batch:
                 self._slots.release()
                 continue
-            task = asyncio.get_running_loop().create_task(self._run(batch, now))
+            origin = self._origins.get(batch[0])  # copied: two batches may start with jobs of one submit
+            task = asyncio.get_running_loop().create_task(self._run(batch, now),
+                                                          context=origin.copy() if origin is not None else None)
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 

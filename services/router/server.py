@@ -1,6 +1,10 @@
 """The router: auditmesh.v1.ModerationService, the mesh's front door. A thin adapter: it authenticates,
 validates, computes the deadline, runs the pipeline and maps errors to a status in one place.
 
+It also records telemetry: one span per item with tenant and QoS class (`services.common.spans`),
+Prometheus metrics (`services.router.metrics`) on `server.metrics_listen`, and log lines tagged with
+the request id and trace id (`services.common.logs.request_scope`), never with content.
+
 Run: `python -m services.router.server --config config/router.yaml` (see `--help`).
 """
 
@@ -11,7 +15,6 @@ import asyncio
 import logging
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Sequence
 
@@ -20,19 +23,25 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from grpc_status import rpc_status
 
+from services import __version__
 from services.common.batcher import QueueFullError
 from services.common.config import ConfigError
 from services.common.errors import LimitExceededError, status_for
 from services.common.grpc_server import GrpcService
-from services.common.logs import configure_logging
+from services.common.logs import configure_logging, request_scope
+from services.common.metrics import new_registry
+from services.common.spans import item_span
+from services.common.telemetry import setup_tracing, shutdown_tracing
 from services.router.admission import Admission, OverQuotaError
 from services.router.config import RouterConfig, load_router_config
 from services.router.convert import error_response, raw_parts, response_for, status_with_retry
 from services.router.dispatch import ModalityDispatcher, describe_models
-from services.router.pipeline import Pipeline
-from services.router.policy import CompiledPolicy, load_policy_dir
+from services.router.lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
+from services.router.metrics import UNKNOWN, RouterMetrics, SchedulerCollector
+from services.router.pipeline import Outcome, Pipeline
+from services.router.policy_runtime import Snapshot
 from services.router.scheduler import Requester
-from services.router.tenants import Tenant, TenantDirectory, load_tenants
+from services.router.tenants import Tenant
 from services.router.validation import validate_item
 
 log = logging.getLogger(__name__)
@@ -42,17 +51,9 @@ STREAM_MAX_IN_FLIGHT = 256
 QUEUE_FULL_RETRY_S = 0.1
 
 
-@dataclass(frozen=True)
-class RouterState:
-    """What the router reads per request; replaced as a whole, never mutated."""
-
-    tenants: TenantDirectory
-    policies: dict[str, CompiledPolicy]
-
-
-def load_state(config: RouterConfig) -> RouterState:
-    policies = load_policy_dir(Path(config.policies_dir))
-    return RouterState(load_tenants(Path(config.tenants_file), set(policies)), policies)
+#: What the router reads per request: tenants and active policy versions, replaced as a whole by the
+#: policy lifecycle (services/router/policy_runtime.py), never mutated.
+RouterState = Snapshot
 
 
 def api_key_from(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
@@ -67,11 +68,18 @@ def api_key_from(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | No
 
 
 class ModerationServicer(pb_grpc.ModerationServiceServicer):
-    def __init__(self, config: RouterConfig, state: RouterState, pipeline: Pipeline) -> None:
+    def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle, pipeline: Pipeline,
+                 metrics: RouterMetrics | None = None) -> None:
         self.config = config
-        self.state = state
+        self.lifecycle = lifecycle
         self.pipeline = pipeline
         self.admission = Admission()
+        self.metrics = metrics if metrics is not None else RouterMetrics(new_registry("router", __version__))
+
+    @property
+    def state(self) -> RouterState:
+        """The live snapshot (swapped atomically by the policy lifecycle)."""
+        return self.lifecycle.runtime.snapshot
 
     def _deadline(self, tenant: Tenant, context: grpc.aio.ServicerContext, requested_ms: int = 0) -> float:
         """Now + the budget: the request's own (stream), else the tenant's or router's default; capped
@@ -93,56 +101,98 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         return Requester(tenant.id, self.state.tenants.priority(tenant), tenant.weight)
 
     async def _moderate(self, tenant: Tenant, request_id: str, item: pb.Item, policy_name: str, deadline: float,
-                        where: str, admitted: bool = False) -> pb.ModerateResponse:
+                        where: str, admitted: bool = False, new_trace: bool = False) -> pb.ModerateResponse:
+        """One item, inside its span and the in-flight gauge; records its metrics and a log line."""
         started = time.monotonic()
-        state = self.state  # one snapshot for the whole request
-        policy = state.policies[tenant.resolve_policy(policy_name)]
+        qos = tenant.qos_class
+        attributes = {"auditmesh.tenant": tenant.id, "auditmesh.qos_class": qos}
+        with item_span("auditmesh.moderate_item", attributes, new_trace=new_trace) as span, \
+                self.metrics.in_flight.labels(qos).track_inprogress():
+            try:
+                response, outcome = await self._run_item(tenant, request_id, item, policy_name, deadline, where, admitted)
+            except BaseException as error:
+                self.metrics.record_refused(tenant.id, qos, _code(error), error, time.monotonic() - started)
+                raise
+            verdict = outcome.verdict
+            self.metrics.record_item(tenant.id, qos, "OK", verdict.decision, outcome.timings_ms, time.monotonic() - started)
+            self.metrics.record_degradations(verdict.degradations)
+            if span is not None:
+                span.set_attributes({"auditmesh.decision": verdict.decision, "auditmesh.degraded": bool(verdict.degradations)})
+        log.debug("moderated", extra={"tenant": tenant.id, "qos_class": qos, "decision": verdict.decision,
+                                      "degraded": bool(verdict.degradations),
+                                      "total_ms": round((time.monotonic() - started) * 1000, 3)})
+        return response
+
+    async def _run_item(self, tenant: Tenant, request_id: str, item: pb.Item, policy_name: str, deadline: float,
+                        where: str, admitted: bool) -> tuple[pb.ModerateResponse, Outcome]:
+        started = time.monotonic()
+        # One snapshot, so one policy version (and canary arm) from start to end, named in the response.
+        selection = self.lifecycle.select(tenant, policy_name, item.id or request_id)
+        policy = selection.policy
         valid = validate_item(item.id, raw_parts(item), self.config.limits, where)
         ticket = None if admitted else self.admission.admit(tenant.id, tenant.quota, 1, started)
+        admission_ms = (time.monotonic() - started) * 1000
         try:
-            outcome = await self.pipeline.run(valid, policy, deadline, self._requester(tenant), tenant.degrade)
+            with self.lifecycle.observing(selection, item.id):
+                outcome = await self.pipeline.run(valid, policy, deadline, self._requester(tenant), tenant.degrade,
+                                                  shadow=selection.shadow)
         finally:
             if ticket is not None:
                 self.admission.release(ticket)
+        outcome.timings_ms["admission"] = admission_ms
         response = response_for(request_id, item.id, policy.name, policy.version, outcome, (time.monotonic() - started) * 1000)
-        log.debug("tenant=%s item=%s decision=%s degraded=%s", tenant.id, item.id, outcome.verdict.decision,
-                  bool(outcome.verdict.degradations))
-        return response
+        self.lifecycle.record(selection, request_id, item.id, item.metadata, [p.text for p in valid.texts], outcome)
+        return response, outcome
+
+    def _refused(self, tenant: Tenant | None, error: BaseException) -> None:
+        """Count a call refused before any item ran (no key, over the batch limit or the quota)."""
+        self.metrics.record_refused(tenant.id if tenant else UNKNOWN, tenant.qos_class if tenant else UNKNOWN,
+                                    _code(error), error)
 
     async def Moderate(self, request: pb.ModerateRequest, context: grpc.aio.ServicerContext) -> pb.ModerateResponse:
-        try:
-            tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
-            deadline = self._deadline(tenant, context, request.deadline_ms)
-            return await self._moderate(tenant, request.request_id, request.item, request.policy, deadline, "item")
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            await _abort(context, error)
-            raise  # unreachable: abort raises
+        with request_scope(request.request_id):
+            tenant: Tenant | None = None
+            try:
+                tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+                deadline = self._deadline(tenant, context, request.deadline_ms)
+            except Exception as error:
+                self._refused(tenant, error)
+                await _abort(context, error)
+                raise  # unreachable: abort raises
+            try:
+                return await self._moderate(tenant, request.request_id, request.item, request.policy, deadline, "item")
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                await _abort(context, error)
+                raise  # unreachable: abort raises
 
     async def ModerateBatch(self, request: pb.ModerateBatchRequest, context: grpc.aio.ServicerContext) -> pb.ModerateBatchResponse:
-        try:
-            tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
-            limit = self.config.limits.max_batch_items
-            if len(request.items) > limit:
-                raise LimitExceededError(f"batch has {len(request.items)} items; the limit is {limit}")
-            ticket = self.admission.admit(tenant.id, tenant.quota, len(request.items), time.monotonic())
-        except Exception as error:
-            await _abort(context, error)
-            raise
-        try:
-            deadline = self._deadline(tenant, context)
-            results = await asyncio.gather(*(self._one_or_error(tenant, "", item, request.policy, deadline, f"items[{i}]",
-                                                                admitted=True)
-                                             for i, item in enumerate(request.items)))
-        finally:
-            self.admission.release(ticket)
-        return pb.ModerateBatchResponse(results=results)
+        with request_scope():
+            tenant: Tenant | None = None
+            try:
+                tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+                limit = self.config.limits.max_batch_items
+                if len(request.items) > limit:
+                    raise LimitExceededError(f"batch has {len(request.items)} items; the limit is {limit}")
+                ticket = self.admission.admit(tenant.id, tenant.quota, len(request.items), time.monotonic())
+            except Exception as error:
+                self._refused(tenant, error)
+                await _abort(context, error)
+                raise
+            try:
+                deadline = self._deadline(tenant, context)
+                results = await asyncio.gather(*(self._one_or_error(tenant, "", item, request.policy, deadline,
+                                                                    f"items[{i}]", admitted=True)
+                                                 for i, item in enumerate(request.items)))
+            finally:
+                self.admission.release(ticket)
+            return pb.ModerateBatchResponse(results=results)
 
     async def _one_or_error(self, tenant: Tenant, request_id: str, item: pb.Item, policy: str, deadline: float,
-                            where: str, admitted: bool = False) -> pb.ModerateResponse:
+                            where: str, admitted: bool = False, new_trace: bool = False) -> pb.ModerateResponse:
         try:
-            return await self._moderate(tenant, request_id, item, policy, deadline, where, admitted)
+            return await self._moderate(tenant, request_id, item, policy, deadline, where, admitted, new_trace)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -154,6 +204,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         try:
             tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
         except Exception as error:
+            self._refused(None, error)
             await _abort(context, error)
             raise
         responses: asyncio.Queue[pb.ModerateResponse | None] = asyncio.Queue()
@@ -161,9 +212,10 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
 
         async def handle(request: pb.ModerateRequest) -> None:
             try:
-                deadline = self._deadline(tenant, context, request.deadline_ms)
-                await responses.put(await self._one_or_error(tenant, request.request_id, request.item, request.policy,
-                                                             deadline, "item"))
+                with request_scope(request.request_id):  # each message: its own trace, linked to the stream's
+                    deadline = self._deadline(tenant, context, request.deadline_ms)
+                    await responses.put(await self._one_or_error(tenant, request.request_id, request.item,
+                                                                 request.policy, deadline, "item", new_trace=True))
             finally:
                 slots.release()
 
@@ -202,6 +254,13 @@ async def _abort(context: grpc.aio.ServicerContext, error: BaseException) -> Non
     await context.abort_with_status(rpc_status.to_status(status))
 
 
+def _code(error: BaseException) -> grpc.StatusCode:
+    """The status an error maps to (CANCELLED for a cancelled call, INTERNAL for a bug)."""
+    if isinstance(error, asyncio.CancelledError):
+        return grpc.StatusCode.CANCELLED
+    return status_for(error) or grpc.StatusCode.INTERNAL
+
+
 def _status(error: BaseException) -> tuple[grpc.StatusCode, str]:
     code = status_for(error)
     if code is None:
@@ -218,21 +277,30 @@ class Router:
                "vision": ("IMAGE", ("SEXUAL", "VIOLENCE", "DETAILS", "ERROR")),
                "ocr": ("IMAGE", ("LINES", "ERROR"))}
 
-    def __init__(self, config: RouterConfig, state: RouterState) -> None:
+    def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
         self.config = config
+        self.lifecycle = lifecycle
+        state = lifecycle.runtime.snapshot
         self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.OUTPUTS[m][0],
                                                   output_names=self.OUTPUTS[m][1],
                                                   max_message_bytes=config.server.max_message_bytes,
                                                   qos_classes=state.tenants.qos_classes)
                             for m in self.OUTPUTS}
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
-        self.servicer = ModerationServicer(config, state, self.pipeline)
+        self.registry = new_registry("router", __version__)
+        self.metrics = RouterMetrics(self.registry)
+        self.metrics.describe_policies({name: policy.version for name, policy in state.policies.items()})
+        self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
+        self.registry.register(lifecycle.collector())
+        self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics)
         self._describe_task: asyncio.Task[None] | None = None
-        self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME], register=self._register,
-                                   on_close=[self._close])
+        self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME, ADMIN_SERVICE_NAME],
+                                   register=self._register,
+                                   on_close=[self._close], metrics_registry=self.registry)
 
     def _register(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_ModerationServiceServicer_to_server(self.servicer, server)
+        self.lifecycle.register(server)
         for dispatcher in self.dispatchers.values():
             dispatcher.start()
         self._describe_task = asyncio.get_running_loop().create_task(self._describe_upstreams())
@@ -245,6 +313,7 @@ class Router:
                     versions = await describe_models(dispatcher)
                     if versions:
                         self.pipeline.models[modality] = versions
+                        self.metrics.describe_upstream(modality, versions)
             await asyncio.sleep(1.0)
 
     async def _close(self) -> None:
@@ -252,6 +321,7 @@ class Router:
             self._describe_task.cancel()
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
+        await self.lifecycle.close()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -262,14 +332,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "(KServe v2 gRPC), and fuses the scores through the tenant's policy. SIGTERM drains and exits.")
     parser.add_argument("--config", type=Path, default=Path("config/router.yaml"),
                         help="router config YAML (default: config/router.yaml); env AUDITMESH_LISTEN, "
-                             "AUDITMESH_{TEXT,VISION,OCR}_URL, AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR override it")
+                             "AUDITMESH_METRICS_LISTEN ('off' for none), AUDITMESH_{TEXT,VISION,OCR}_URL, "
+                             "AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR override it. Tracing: OTEL_TRACES_EXPORTER "
+                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
 
 
-async def _serve(config: RouterConfig, state: RouterState) -> None:
-    router = Router(config, state)
+async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
+    router = Router(config, lifecycle)
     await router.service.start()
     await router.service.serve_until_signal()
 
@@ -279,11 +351,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("router", args.log_level, args.log_format)
     try:
         config = load_router_config(args.config)
-        state = load_state(config)  # fails before binding the port on a bad tenants or policy file
-        asyncio.run(_serve(config, state))
-    except ConfigError as error:
+        lifecycle = PolicyLifecycle.open(config)  # fails before binding the port on a bad tenants or policy file
+        setup_tracing("router")  # before any channel exists: the upstream channels must be instrumented
+    except (ConfigError, ValueError) as error:  # ValueError: an OTEL_* variable with a bad value
         print(f"router: {error}", file=sys.stderr)
         return 2
+    try:
+        asyncio.run(_serve(config, lifecycle))
+    finally:
+        shutdown_tracing()
     return 0
 
 

@@ -89,6 +89,8 @@ class Tenant:
 class TenantsFile:
     tenants: tuple[Tenant, ...]
     qos_classes: tuple[QosClass, ...] = DEFAULT_CLASSES
+    #: Version id in the policy store (services/router/policy_store.py); "" = derived from the content hash.
+    version: str = ""
 
     def __post_init__(self) -> None:
         validate_classes(self.qos_classes)
@@ -127,7 +129,12 @@ class TenantDirectory:
 def load_tenants(path: Path, known_policies: set[str]) -> TenantDirectory:
     """Load and validate the tenants file; every tenant's policies must exist."""
     source = str(path)
-    parsed = load_dataclass(TenantsFile, read_yaml(path), source)
+    return build_directory(load_dataclass(TenantsFile, read_yaml(path), source), source, known_policies)
+
+
+def build_directory(parsed: TenantsFile, source: str, known_policies: set[str] | None) -> TenantDirectory:
+    """Check what a single tenant cannot (unique ids and keys, known QoS classes and, unless
+    `known_policies` is None, known policies) and index the tenants; errors name `source` and the key."""
     tenants: dict[str, Tenant] = {}
     seen_keys: dict[str, str] = {}
     for index, tenant in enumerate(parsed.tenants):
@@ -140,8 +147,8 @@ def load_tenants(path: Path, known_policies: set[str]) -> TenantDirectory:
         if tenant.qos_class not in {c.name for c in parsed.qos_classes}:
             raise ConfigError(source, f"{key}.qos_class", f"unknown QoS class {tenant.qos_class!r}; "
                                                           f"known: {[c.name for c in parsed.qos_classes]}")
-        missing = [p for p in tenant.policies if p not in known_policies]
-        if missing:
+        missing = [p for p in tenant.policies if p not in known_policies] if known_policies is not None else []
+        if missing and known_policies is not None:
             raise ConfigError(source, f"{key}.policies", f"unknown policy {missing[0]!r}; known: {sorted(known_policies)}")
         tenants[tenant.id] = tenant
         seen_keys[digest] = tenant.id

@@ -65,7 +65,8 @@ def mesh(tenants_file: Path) -> Iterator[Mesh]:
     repository = ROOT / "model_repository"
     if not (repository / ".built").exists() and not (repository / "toxicity_en").exists():
         pytest.fail(f"model repository {repository} is missing: run `make models` (make test does)")
-    running = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+    base = free_base_port(8)  # gRPC on base .. base+3, /metrics on base+4 .. base+7
+    running = Mesh(base_port=base, metrics_base_port=base + 4, extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
     try:
         running.start()
         yield running

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.common.service_config import ENV_LISTEN, ENV_MODEL_REPOSITORY, load_service_config
+from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, load_service_config
 from services.router.config import ENV_POLICIES_DIR, ENV_TENANTS_FILE, ENV_UPSTREAM_URL, load_router_config
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-KNOWN_ENV = {ENV_LISTEN, ENV_MODEL_REPOSITORY, ENV_TENANTS_FILE, ENV_POLICIES_DIR, *ENV_UPSTREAM_URL.values()}
+KNOWN_ENV = {ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, ENV_TENANTS_FILE, ENV_POLICIES_DIR,
+             *ENV_UPSTREAM_URL.values()}
 
 
 def dockerfile(name: str) -> str:
@@ -65,6 +66,13 @@ def test_ports_agree_everywhere(name: str) -> None:
     assert f'"127.0.0.1:{port}"]' in text  # HEALTHCHECK probes the same port
     published = [str(p) for p in SERVICES[name].get("ports", [])] + [str(p) for p in SERVICES[name].get("expose", [])]
     assert any(p == str(port) or p.endswith(f":{port}") for p in published)
+
+
+@pytest.mark.parametrize("name", ["router", "text", "vision", "ocr"])
+def test_metrics_endpoint_listens_on_all_interfaces_and_is_exposed(name: str) -> None:
+    listen = SERVICES[name]["environment"]["AUDITMESH_METRICS_LISTEN"]
+    assert listen.startswith("0.0.0.0:")  # the config files' 127.0.0.1 would be unreachable from Prometheus
+    assert listen.rpartition(":")[2] in [str(p) for p in SERVICES[name]["expose"]]
 
 
 def test_router_upstreams_point_at_the_modality_containers() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.common.batcher import (BatcherClosedError, BatchingConfig, BatchResultError, DynamicBatcher,
+from services.common.batcher import (BatcherClosedError, BatchingConfig, BatchReport, BatchResultError, DynamicBatcher,
                                      QueueFullError)
 
 
@@ -152,3 +152,27 @@ async def test_close_finishes_accepted_work_and_refuses_new_work() -> None:
 def test_bad_settings_are_rejected_with_the_field_name(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         BatchingConfig(**kwargs)
+
+
+async def test_report_gives_each_items_queue_wait() -> None:
+    now = [10.0]
+    reports: list[BatchReport] = []
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=8), on_batch=reports.append,
+                             clock=lambda: now[0])
+    batcher.start()
+    first = asyncio.create_task(batcher.submit([1]))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    queued = asyncio.create_task(batcher.submit([2]))
+    await asyncio.sleep(0)
+    now[0] = 10.5
+    later = asyncio.create_task(batcher.submit([3]))
+    await asyncio.sleep(0)
+    now[0] = 11.0
+    recorder.release.set()
+    await asyncio.gather(first, queued, later)
+    await batcher.close()
+    assert [r.size for r in reports] == [1, 2]
+    assert reports[1].item_waits_s == (1.0, 0.5) and reports[1].queue_wait_s == 1.0

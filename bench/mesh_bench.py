@@ -1,0 +1,190 @@
+"""The mesh benchmark: knee, baselines, isolation and low load in one run, on the real mesh. Prints JSON.
+
+    python -m bench.mesh_bench [--quick] [--scenario direct|unbatched|auditmesh|isolation|lowload ...]
+                               [--mix text|image|mixed ...] [--slo-text-ms 50] [--slo-image-ms 1000]
+
+In order, each on a quiet machine (one thing at a time):
+  1. `direct`: the models in this process, best batch size within the SLO (bench/direct.py);
+  2. `unbatched`: text, vision and OCR services with batching off, called one item per RPC
+     (bench/unbatched_target.py), knee per mix;
+  3. the auditmesh mesh (router + services, shipped configs, bench tenants): `lowload` (1 item/s),
+     `auditmesh` (knee per mix through the router), `isolation` (realtime tenant alone, then under
+     a bulk flood of 5x the measured text capacity).
+Then the ratios auditmesh/direct and auditmesh/unbatched per mix at the SLO, and the issue's targets
+next to the measured values. Progress goes to stderr. `--quick` is a smoke run (tiny steps, no
+meaningful numbers) used by tests/bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import grpc
+
+from bench.cpu import ProcessCpu
+from bench.direct import direct_capacity, measure_direct
+from bench.isolation import run_isolation
+from bench.loadgen import Arrival, Sender, run_open_loop
+from bench.lowload import run_lowload
+from bench.machine import CpuAccount, machine
+from bench.meshes import auditmesh_mesh, modality_clients, running_mesh, unbatched_mesh
+from bench.modelstats import StatsProbe
+from bench.payloads import BenchInputs
+from bench.router_target import CHANNEL_OPTIONS, RouterSender
+from bench.scenarios import MIXES, REALTIME, TENANTS, Plan, Slo
+from bench.stats import ratio
+from bench.steps import sweep, wait_idle
+from bench.unbatched_target import UnbatchedSender
+from services.launcher import Mesh
+
+SCENARIOS = ("direct", "unbatched", "auditmesh", "isolation", "lowload")
+
+
+async def warm_up(sender: Sender, kinds: Sequence[str], tenant: str, per_kind: int = 4) -> None:
+    """A few calls of each kind, one at a time: first calls open connections and fill caches."""
+    for i in range(per_kind * len(kinds)):
+        await run_open_loop(sender, [Arrival(0.0, kinds[i % len(kinds)], tenant, i)])
+
+
+def process_cpu(mesh: Mesh) -> ProcessCpu:
+    """CPU accounting for the mesh's service processes and this one (the load generator)."""
+    return ProcessCpu({**{name: process.pid for name, process in mesh.processes.items()}, "generator": os.getpid()})
+
+
+def _kinds(plan: Plan) -> list[str]:
+    return sorted({kind for mix in plan.mixes for kind in MIXES[mix].kinds} | {"text"})
+
+
+async def bench_unbatched(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Path) -> dict[str, Any]:
+    """Knee per mix of the modality services called one item per RPC, batching off."""
+    with running_mesh(unbatched_mesh(workdir), with_router=False) as mesh:
+        async with modality_clients(mesh) as clients:
+            probe = StatsProbe(clients)
+            sender = UnbatchedSender(clients, inputs, deadlines_s=slo.deadlines_s())
+            await warm_up(sender, _kinds(plan), "unbatched")
+            await wait_idle(probe)
+            cpu = process_cpu(mesh)
+            return {name: await sweep(sender, probe, MIXES[name], {"unbatched": 1.0}, slo, plan, label="unbatched",
+                                      cpu=cpu)
+                    for name in plan.mixes}
+
+
+async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Path, scenarios: Sequence[str],
+                          direct_batch1_ms: float | None) -> dict[str, Any]:
+    """Low load, the knee per mix, and isolation, all through the router of one mesh."""
+    result: dict[str, Any] = {}
+    tenants = {t.id: t.share for t in TENANTS}
+    with running_mesh(auditmesh_mesh(workdir, TENANTS), with_router=True) as mesh:
+        async with modality_clients(mesh) as clients, \
+                grpc.aio.insecure_channel(mesh.address("router"), options=CHANNEL_OPTIONS) as channel:
+            probe = StatsProbe(clients)
+            sender = RouterSender(channel, inputs, keys={t.id: t.key for t in TENANTS}, deadlines_s=slo.deadlines_s())
+            await warm_up(sender, _kinds(plan), REALTIME.id)
+            await wait_idle(probe)
+            if "lowload" in scenarios:
+                result["lowload"] = await run_lowload(sender, probe, requests=plan.lowload_requests,
+                                                      direct_batch1_ms=direct_batch1_ms)
+            cpu = process_cpu(mesh)
+            mixes = {name: await sweep(sender, probe, MIXES[name], tenants, slo, plan, label="auditmesh", cpu=cpu)
+                     for name in (plan.mixes if "auditmesh" in scenarios else ())}
+            if mixes:
+                result["mixes"] = mixes
+                result["degraded_by_tenant"] = dict(sender.degraded)
+            if "isolation" in scenarios:
+                text = mixes.get("text") or await sweep(sender, probe, MIXES["text"], tenants, slo, plan,
+                                                        label="capacity", cpu=cpu)
+                result["isolation"] = await run_isolation(mesh.address("router"), channel, probe, inputs,
+                                                          capacity_rps=text["capacity_rps"], slo=slo, plan=plan, cpu=cpu)
+    return result
+
+
+def comparisons(plan: Plan, direct: Mapping[str, Any] | None, unbatched: Mapping[str, Any] | None,
+                auditmesh: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Per mix: requests/s at the SLO knee for each path and the ratios auditmesh/direct, auditmesh/unbatched."""
+    result = {}
+    for name in plan.mixes:
+        mesh = ((auditmesh or {}).get("mixes") or {}).get(name, {}).get("knee_goodput_rps")
+        plain = (unbatched or {}).get(name, {}).get("knee_goodput_rps")
+        limit = direct_capacity(direct["item_seconds"], MIXES[name].kinds) if direct else None
+        result[name] = {"auditmesh_rps": mesh, "unbatched_rps": plain, "direct_rps": limit,
+                        "auditmesh_over_direct": ratio(mesh, limit), "auditmesh_over_unbatched": ratio(mesh, plain)}
+    return result
+
+
+def targets(ratios: Mapping[str, Any], auditmesh: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The issue's targets next to what was measured (`met` is None when not measured)."""
+    text = ratios.get("text", {})
+    isolation = (auditmesh or {}).get("isolation") or {}
+    lowload = (auditmesh or {}).get("lowload") or {}
+    rejection = (isolation.get("bulk") or {}).get("rejection_latency_ms", {}).get("p99_ms")
+    rows: list[tuple[str, str, float, Any]] = [
+        ("text auditmesh/direct at the SLO", ">=", 0.8, text.get("auditmesh_over_direct")),
+        ("text auditmesh/unbatched at the SLO", ">=", 3.0, text.get("auditmesh_over_unbatched")),
+        ("realtime P99 with flood / alone", "<=", 1.3, isolation.get("p99_ratio")),
+        ("realtime success with flood", ">=", 0.999, isolation.get("realtime_success_ratio_with_flood")),
+        ("bulk rejection latency P99 ms", "<=", 5.0, rejection),
+        ("low-load overhead ms (P50 - model compute)", "<=", 3.0, lowload.get("overhead_ms"))]
+    return [{"target": name, "goal": f"{op} {bound}", "measured": value,
+             "met": None if value is None else bool(value >= bound if op == ">=" else value <= bound)}
+            for name, op, bound, value in rows]
+
+
+async def run(plan: Plan, slo: Slo, scenarios: Sequence[str]) -> dict[str, Any]:
+    """Every requested scenario, in the order of the module docstring, and the comparisons."""
+    account = CpuAccount.start()
+    report: dict[str, Any] = {"machine": machine(), "scenarios": list(scenarios), "plan": asdict(plan),
+                              "slo": asdict(slo)}
+    inputs = BenchInputs.build()
+    direct = unbatched = auditmesh = None
+    if "direct" in scenarios:
+        print("[bench] direct (in-process models)", file=sys.stderr, flush=True)
+        report["direct"] = direct = measure_direct(inputs, plan.direct, slo.p99_ms)
+    with tempfile.TemporaryDirectory(prefix="auditmesh-bench-") as tmp:
+        if "unbatched" in scenarios:
+            report["unbatched"] = unbatched = await bench_unbatched(inputs, plan, slo, Path(tmp))
+        if {"auditmesh", "isolation", "lowload"} & set(scenarios):
+            batch1 = direct["text"]["batch1_ms"] if direct else None
+            report["auditmesh"] = auditmesh = await bench_auditmesh(inputs, plan, slo, Path(tmp), scenarios, batch1)
+    # Other work on the machine skews every number: say how much of it there was.
+    report["machine"]["foreign_cpu_share"] = account.foreign_cpu_share()
+    report["ratios"] = comparisons(plan, direct, unbatched, auditmesh)
+    report["targets"] = targets(report["ratios"], auditmesh)
+    return report
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.mesh_bench", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny steps (~30 s), numbers not meaningful")
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS,
+                        help="run only these (repeatable; default: all)")
+    parser.add_argument("--mix", action="append", choices=sorted(MIXES), help="traffic mixes (repeatable)")
+    parser.add_argument("--slo-text-ms", type=float, default=50.0, help="P99 SLO of text items (default 50)")
+    parser.add_argument("--slo-image-ms", type=float, default=1000.0, help="P99 SLO of image items (default 1000)")
+    parser.add_argument("--step-seconds", type=float, help="override the plan's seconds per load step")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    plan = Plan.quick() if args.quick else Plan.full()
+    if args.mix:
+        plan = plan.with_mixes(tuple(dict.fromkeys(args.mix)))
+    if args.step_seconds:
+        plan = replace(plan, step_s=args.step_seconds)
+    slo = Slo(p99_ms={"text": args.slo_text_ms, "image": args.slo_image_ms})
+    report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS)))
+    report["command"] = " ".join(["python -m bench.mesh_bench", *(argv if argv is not None else sys.argv[1:])])
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

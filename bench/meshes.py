@@ -1,0 +1,102 @@
+"""Starting the real services for a benchmark: the auditmesh mesh, or the unbatched baseline's services.
+
+Both use `services.launcher.Mesh` (one process per service, on free loopback ports):
+
+* `auditmesh`: router + text + vision + OCR with the shipped configs from `config/`, and a temporary
+  tenants file with the benchmark's tenants (`bench/tenants.py`).
+* `unbatched`: text + vision + OCR only (no router), from copies of the shipped configs with
+  `batching.max_batch_size: 1` and `max_concurrency: 1`: the same models and threads, one item per
+  model call.
+
+Example::
+
+    with running_mesh(auditmesh_mesh(tmp, tenants), with_router=True) as mesh:
+        mesh.address("router")       # "127.0.0.1:41234"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+from pathlib import Path
+from typing import AsyncIterator, Iterator, Sequence
+
+import tritonclient.grpc.aio as triton_aio
+import yaml
+
+from bench.tenants import BenchTenant, tenants_yaml
+from services.launcher import MODALITIES, ROOT, Mesh
+
+CONFIG_DIR = ROOT / "config"
+MAX_MESSAGE_BYTES = 64 << 20
+
+
+def free_base_port(count: int = 4) -> int:
+    """A port such that it and the next `count - 1` are free on loopback right now."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = int(probe.getsockname()[1])
+        if base + count >= 65535:
+            continue
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError("no block of free loopback ports found")
+
+
+def auditmesh_mesh(workdir: Path, tenants: Sequence[BenchTenant]) -> Mesh:
+    """The full mesh with the shipped configs and `tenants` (file written under `workdir`)."""
+    tenants_file = workdir / "tenants.yaml"
+    tenants_file.write_text(tenants_yaml(tenants), encoding="utf-8")
+    return Mesh(free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+
+
+def unbatched_config_dir(workdir: Path) -> Path:
+    """Copies of the shipped configs under `workdir/unbatched-config`, modality batching set to 1."""
+    target = workdir / "unbatched-config"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CONFIG_DIR / "router.yaml", target / "router.yaml")
+    for modality in MODALITIES:
+        config = yaml.safe_load((CONFIG_DIR / f"{modality}.yaml").read_text(encoding="utf-8"))
+        config.setdefault("batching", {}).update(max_batch_size=1, max_delay_ms=0, max_concurrency=1)
+        (target / f"{modality}.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return target
+
+
+def unbatched_mesh(workdir: Path) -> Mesh:
+    """The three modality services with batching off (start them with `with_router=False`)."""
+    return Mesh(free_base_port(), config_dir=unbatched_config_dir(workdir))
+
+
+@contextlib.contextmanager
+def running_mesh(mesh: Mesh, *, with_router: bool, timeout_s: float = 180.0) -> Iterator[Mesh]:
+    """Start the modality services (and the router), yield the mesh, stop everything on exit."""
+    try:
+        for modality in MODALITIES:
+            mesh.start_service(modality)
+        for modality in MODALITIES:
+            mesh.wait_serving(modality, timeout_s)
+        if with_router:
+            mesh.start_service("router")
+            mesh.wait_serving("router", timeout_s)
+        yield mesh
+    finally:
+        mesh.stop()
+
+
+@contextlib.asynccontextmanager
+async def modality_clients(mesh: Mesh) -> AsyncIterator[dict[str, triton_aio.InferenceServerClient]]:
+    """One tritonclient aio client per modality service, closed on exit."""
+    options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    clients = {m: triton_aio.InferenceServerClient(mesh.address(m), channel_args=options) for m in MODALITIES}
+    try:
+        yield clients
+    finally:
+        for client in clients.values():
+            await client.close()

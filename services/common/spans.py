@@ -1,0 +1,92 @@
+"""Span helpers for the places where work changes hands: one item inside a call, many items in a batch.
+
+A batch serves many requests, so it cannot be the child of all of them. Its span is the child of the
+first *sampled* item (so with ratio sampling the batch is recorded whenever one of its items is) and
+carries a span link to every item's span, which is how a trace viewer gets from any request to the
+batch that served it. Callers capture `current_span_context()` when they queue an item and hand the
+captured contexts to `batch_span` when the batch runs. Every helper returns at once while tracing is
+off (`services.common.telemetry`), and creates no span under an unsampled parent: with the
+parent-based samplers (the default) such a span would be dropped anyway, and at 1% sampling skipping
+it is most of what keeps tracing cheap.
+
+Example::
+
+    origin = current_span_context()                  # in the request handler, before queueing
+    ...
+    with batch_span("batch text_moderation", [origin, ...], {"auditmesh.model": "text_moderation"}):
+        outputs = model.infer(inputs)
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Mapping, Sequence
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind
+from opentelemetry.util.types import AttributeValue
+
+from services.common.telemetry import tracer, tracing_enabled
+
+Attributes = Mapping[str, AttributeValue]
+
+
+def current_span_context() -> SpanContext:
+    """The active span's context (INVALID_SPAN_CONTEXT outside any span; cheap when tracing is off)."""
+    return trace.get_current_span().get_span_context()
+
+
+def current_trace_id() -> str:
+    """The active trace id as 32 hex digits, or "" outside a (valid) span. For log lines."""
+    context = current_span_context()
+    return trace.format_trace_id(context.trace_id) if context.is_valid else ""
+
+
+def batch_parent(origins: Sequence[SpanContext]) -> SpanContext | None:
+    """The context a batch span should be the child of: the first sampled origin, else the first valid."""
+    valid = [origin for origin in origins if origin.is_valid]
+    return next((origin for origin in valid if origin.trace_flags.sampled), valid[0] if valid else None)
+
+
+@contextmanager
+def batch_span(name: str, origins: Sequence[SpanContext], attributes: Attributes | None = None) -> Iterator[None]:
+    """A span around one batch, child of `batch_parent(origins)` and linked to each distinct origin."""
+    if not tracing_enabled():
+        yield
+        return
+    parent = batch_parent(origins)
+    if parent is not None and not parent.trace_flags.sampled:  # no origin is sampled
+        yield
+        return
+    seen: set[tuple[int, int]] = set()
+    links = []
+    for origin in origins:
+        key = (origin.trace_id, origin.span_id)
+        if origin.is_valid and key not in seen:
+            seen.add(key)
+            links.append(Link(origin))
+    context = trace.set_span_in_context(NonRecordingSpan(parent), Context()) if parent is not None else Context()
+    with tracer().start_as_current_span(name, context=context, kind=SpanKind.INTERNAL, links=links,
+                                        attributes={**(attributes or {}), "auditmesh.batch_size": len(origins)}):
+        yield
+
+
+@contextmanager
+def item_span(name: str, attributes: Attributes, *, new_trace: bool = False) -> Iterator[trace.Span | None]:
+    """A span for one item of a call. `new_trace` starts a new trace linked to the current span
+    (one per message of a long-lived stream, so a stream is not one hours-long trace)."""
+    if not tracing_enabled():
+        yield None
+        return
+    current = current_span_context()
+    links = []
+    context = None
+    if new_trace:
+        links = [Link(current)] if current.is_valid else []
+        context = Context()
+    elif current.is_valid and not current.trace_flags.sampled:
+        yield None
+        return
+    with tracer().start_as_current_span(name, context=context, links=links, attributes=attributes) as span:
+        yield span

@@ -1,0 +1,158 @@
+"""Gray release of a policy version: which items go to the candidate, how each arm behaves, where a
+shadowed candidate disagrees with the baseline, and when to roll the candidate back. Pure; the clock
+is passed in.
+
+* Assignment is a stable hash of the item id (`in_canary`): the same item always takes the same arm,
+  on every router replica, so a user who retries sees the same answer.
+* `CanaryMonitor` counts items, blocks and errors per arm over a sliding window (`RollbackBounds.window_s`,
+  kept in a dozen time buckets so memory does not grow with traffic) and says when the candidate
+  departs from the baseline beyond the bounds.
+* In shadow mode both policies judge the same items; `record_shadow` counts disagreements per
+  category and keeps the latest example item ids.
+
+Example::
+
+    monitor = CanaryMonitor(RollbackBounds(max_block_rate_delta=0.1, min_samples=50))
+    monitor.record("candidate", blocked=True, error=False, now=clock())
+    monitor.breach(clock())   # "candidate block rate 0.62 vs baseline 0.05 (bound ±0.10)" or None
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+Arm = Literal["baseline", "candidate"]
+ARMS: tuple[Arm, ...] = ("baseline", "candidate")
+#: Time buckets per window: the window slides in steps of window_s / WINDOW_BUCKETS.
+WINDOW_BUCKETS = 12
+#: Example item ids kept per category (the most recent ones).
+MAX_EXAMPLES = 10
+
+
+@dataclass(frozen=True)
+class RollbackBounds:
+    """When a candidate is rolled back automatically (see the module docstring)."""
+
+    max_block_rate_delta: float = 0.10
+    max_error_rate_delta: float = 0.05
+    min_samples: int = 50
+    window_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_block_rate_delta", "max_error_rate_delta"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
+        if self.min_samples < 1:
+            raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
+        if self.window_s <= 0:
+            raise ValueError(f"window_s must be > 0, got {self.window_s}")
+
+
+def canary_fraction(key: str) -> float:
+    """A stable number in [0, 1) for `key` (SHA-256, so it is the same on every replica and platform)."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
+
+
+def in_canary(key: str, percent: float) -> bool:
+    """True when the item keyed `key` belongs to the `percent` % share of traffic sent to the candidate."""
+    return canary_fraction(key) * 100.0 < percent
+
+
+@dataclass
+class ArmCounts:
+    items: int = 0
+    blocked: int = 0
+    errors: int = 0
+
+    @property
+    def block_rate(self) -> float:
+        return self.blocked / self.items if self.items else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.items if self.items else 0.0
+
+    def add(self, other: ArmCounts) -> None:
+        self.items += other.items
+        self.blocked += other.blocked
+        self.errors += other.errors
+
+
+@dataclass
+class Disagreements:
+    """Shadow mode: how often, and on which items, the candidate decided differently."""
+
+    items: int = 0
+    decisions: int = 0
+    per_category: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, collections.deque[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CanaryReport:
+    baseline: ArmCounts
+    candidate: ArmCounts
+    shadow: Disagreements
+
+
+class CanaryMonitor:
+    """Counts for one running canary (see the module docstring). Not thread-safe: use from one loop."""
+
+    def __init__(self, bounds: RollbackBounds) -> None:
+        self.bounds = bounds
+        self._bucket_s = bounds.window_s / WINDOW_BUCKETS
+        self._buckets: dict[int, dict[Arm, ArmCounts]] = {}
+        self.shadow = Disagreements()
+        #: Set once the bounds were exceeded: the canary is over, whatever the store says yet.
+        self.rolled_back = ""
+
+    def record(self, arm: Arm, *, blocked: bool, error: bool, now: float) -> None:
+        """One item answered (or failed) in `arm`."""
+        bucket = self._buckets.setdefault(int(now // self._bucket_s), {a: ArmCounts() for a in ARMS})
+        bucket[arm].add(ArmCounts(1, int(blocked), int(error)))
+        self._expire(now)
+
+    def record_shadow(self, item_id: str, baseline: Mapping[str, str], candidate: Mapping[str, str],
+                      decisions: tuple[str, str]) -> None:
+        """One item judged by both: per-category actions of each, and (baseline, candidate) decisions."""
+        shadow = self.shadow
+        shadow.items += 1
+        shadow.decisions += decisions[0] != decisions[1]
+        for category in sorted(set(baseline) | set(candidate)):
+            if baseline.get(category, "allow") != candidate.get(category, "allow"):
+                shadow.per_category[category] = shadow.per_category.get(category, 0) + 1
+                shadow.examples.setdefault(category, collections.deque(maxlen=MAX_EXAMPLES)).append(item_id)
+
+    def counts(self, arm: Arm, now: float) -> ArmCounts:
+        """Items, blocks and errors of `arm` in the window ending at `now`."""
+        self._expire(now)
+        total = ArmCounts()
+        for bucket in self._buckets.values():
+            total.add(bucket[arm])
+        return total
+
+    def breach(self, now: float) -> str | None:
+        """Why the candidate should be rolled back now, or None while it stays within the bounds."""
+        base, cand = self.counts("baseline", now), self.counts("candidate", now)
+        bounds = self.bounds
+        if base.items < bounds.min_samples or cand.items < bounds.min_samples:
+            return None
+        if abs(cand.block_rate - base.block_rate) > bounds.max_block_rate_delta:
+            return (f"candidate block rate {cand.block_rate:.2f} vs baseline {base.block_rate:.2f} "
+                    f"(bound ±{bounds.max_block_rate_delta:.2f}, {cand.items}/{base.items} items)")
+        if cand.error_rate - base.error_rate > bounds.max_error_rate_delta:
+            return (f"candidate error rate {cand.error_rate:.2f} vs baseline {base.error_rate:.2f} "
+                    f"(bound +{bounds.max_error_rate_delta:.2f}, {cand.items}/{base.items} items)")
+        return None
+
+    def report(self, now: float) -> CanaryReport:
+        return CanaryReport(self.counts("baseline", now), self.counts("candidate", now), self.shadow)
+
+    def _expire(self, now: float) -> None:
+        oldest = int(now // self._bucket_s) - WINDOW_BUCKETS + 1
+        for key in [key for key in self._buckets if key < oldest]:
+            del self._buckets[key]

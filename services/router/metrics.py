@@ -1,0 +1,141 @@
+"""The router's Prometheus metrics, and how one answered item is recorded. No gRPC servicer code here.
+
+Labels stay bounded: tenants and QoS classes come from the tenants file (an unauthenticated call is
+`tenant="unknown"`), stages from the pipeline, codes from grpc.StatusCode, and a degradation's free-text
+reason is reduced to a kind (`reason_kind`). Never a request's content or its ids.
+
+Example::
+
+    metrics = RouterMetrics(new_registry("router", "0.1.0"))
+    metrics.record_item("acme", "realtime", "OK", "allow", {"text": 3.1, "fusion": 0.2}, 0.0042)
+    # auditmesh_router_requests_total{tenant="acme",qos_class="realtime",decision="allow",code="OK"} 1.0
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Protocol, Sequence
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from services.common.batcher import QueueFullError
+from services.common.errors import DeadlineExceededError, LimitExceededError, status_for
+from services.common.metrics import LATENCY_BUCKETS
+from services.router.admission import OverQuotaError
+from services.router.fusion import Degradation
+
+UNKNOWN = "unknown"
+NO_DECISION = "none"
+
+#: First match wins; checked against the upper-cased reason text of a degradation.
+_REASON_KINDS = (("DEADLINE", "deadline"), ("UNAVAILABLE", "unavailable"), ("FAILED TO CONNECT", "unavailable"),
+                 ("RESOURCE_EXHAUSTED", "overloaded"), ("QUEUE FULL", "overloaded"), ("OVERLOAD", "overloaded"),
+                 ("MALFORMED", "malformed"), ("INVALID_ARGUMENT", "rejected"))
+
+
+def reason_kind(reason: str) -> str:
+    """A bounded label for a degradation's reason text: deadline, unavailable, overloaded (including
+    stages skipped under overload), malformed, rejected or error."""
+    upper = reason.upper()
+    return next((kind for needle, kind in _REASON_KINDS if needle in upper), "error")
+
+
+def shed_reason(error: BaseException) -> str | None:
+    """Why an item was refused for load or time (quota, queue_full, deadline, overload), or None."""
+    if isinstance(error, OverQuotaError):
+        return "quota"
+    if isinstance(error, QueueFullError):
+        return "queue_full"
+    if isinstance(error, (DeadlineExceededError, TimeoutError)):
+        return "deadline"
+    if status_for(error) == grpc.StatusCode.RESOURCE_EXHAUSTED and not isinstance(error, LimitExceededError):
+        return "overload"
+    return None
+
+
+class RouterMetrics:
+    """Every metric the router exports (`auditmesh_router_*`)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter("auditmesh_router_requests",
+                                "Items answered (or calls refused before any item), by tenant, QoS class, decision "
+                                "and gRPC status code", ["tenant", "qos_class", "decision", "code"], registry=registry)
+        self.duration = Histogram("auditmesh_router_request_duration_seconds",
+                                  "Time from admission to answer for one item, errors included",
+                                  ["tenant", "qos_class"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.stage_duration = Histogram("auditmesh_router_stage_duration_seconds",
+                                        "Time per pipeline stage of one item (stages overlap)",
+                                        ["qos_class", "stage"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.degraded = Counter("auditmesh_router_degraded", "Failed stages answered per policy",
+                                ["stage", "reason", "handling"], registry=registry)
+        self.shed = Counter("auditmesh_router_shed", "Items refused for load or time", ["qos_class", "reason"],
+                            registry=registry)
+        self.in_flight = Gauge("auditmesh_router_in_flight_items", "Items being moderated now", ["qos_class"],
+                               registry=registry)
+        self.policy = Info("auditmesh_router_policy", "A loaded policy and its version", ["policy"], registry=registry)
+        self.upstream_model = Info("auditmesh_router_upstream_model", "A model behind an upstream and its version",
+                                   ["upstream", "model"], registry=registry)
+
+    def record_item(self, tenant: str, qos_class: str, code: str, decision: str, timings_ms: Mapping[str, float],
+                    total_s: float) -> None:
+        """One item answered (decision) or failed (code != OK, decision "none")."""
+        self.requests.labels(tenant, qos_class, decision, code).inc()
+        self.duration.labels(tenant, qos_class).observe(total_s)
+        for stage, ms in timings_ms.items():
+            self.stage_duration.labels(qos_class, stage).observe(ms / 1000.0)
+
+    def record_degradations(self, degradations: Sequence[Degradation]) -> None:
+        """The failed (or skipped) stages of one answered item."""
+        for degradation in degradations:
+            self.degraded.labels(degradation.stage, reason_kind(degradation.reason), degradation.handling).inc()
+
+    def record_refused(self, tenant: str, qos_class: str, code: grpc.StatusCode, error: BaseException,
+                       total_s: float | None = None) -> None:
+        """A call or item refused with `error`: counted in requests (and in shed when load or time was
+        why); `total_s`, for an item that was admitted, goes to the end-to-end histogram."""
+        self.requests.labels(tenant, qos_class, NO_DECISION, code.name).inc()
+        if total_s is not None:
+            self.duration.labels(tenant, qos_class).observe(total_s)
+        reason = shed_reason(error)
+        if reason is not None:
+            self.shed.labels(qos_class, reason).inc()
+
+    def describe_policies(self, versions: Mapping[str, str]) -> None:
+        """Publish the loaded policies' versions."""
+        for name, version in versions.items():
+            self.policy.labels(name).info({"version": version})
+
+    def describe_upstream(self, upstream: str, models: Sequence[tuple[str, str]]) -> None:
+        """Publish the (name, version) of the models an upstream serves."""
+        for name, version in models:
+            self.upstream_model.labels(upstream, name).info({"version": version})
+
+
+class SchedulerView(Protocol):
+    """What `SchedulerCollector` reads from an upstream's scheduler."""
+
+    shed_count: int
+
+    @property
+    def queue_depth(self) -> int: ...
+
+
+class SchedulerCollector(Collector):
+    """Each upstream scheduler's queue depth and shed count, read at scrape time (nothing is recorded
+    inside the scheduler)."""
+
+    def __init__(self, schedulers: Mapping[str, SchedulerView]) -> None:
+        self._schedulers = dict(schedulers)
+
+    def collect(self) -> Iterable[Metric]:
+        depth = GaugeMetricFamily("auditmesh_router_queue_depth", "Items queued for an upstream, not yet in a batch",
+                                  labels=["upstream"])
+        shed = CounterMetricFamily("auditmesh_router_scheduler_shed", "Items an upstream's scheduler shed because "
+                                   "they could not meet their deadline", labels=["upstream"])
+        for name, scheduler in sorted(self._schedulers.items()):
+            depth.add_metric([name], scheduler.queue_depth)
+            shed.add_metric([name], scheduler.shed_count)
+        return [depth, shed]

@@ -1,0 +1,36 @@
+"""The report's comparisons and target table, from synthetic results (no mesh)."""
+
+from __future__ import annotations
+
+from bench.mesh_bench import comparisons, parse_args, targets
+from bench.scenarios import Plan
+
+
+def test_ratios_compare_knees_with_the_direct_limit() -> None:
+    plan = Plan.quick().with_mixes(("text",))
+    direct = {"item_seconds": {"text": 0.001, "image": 0.2}}
+    unbatched = {"text": {"knee_goodput_rps": 200.0}}
+    auditmesh = {"mixes": {"text": {"knee_goodput_rps": 800.0}}}
+    assert comparisons(plan, direct, unbatched, auditmesh) == {"text": {
+        "auditmesh_rps": 800.0, "unbatched_rps": 200.0, "direct_rps": 1000.0,
+        "auditmesh_over_direct": 0.8, "auditmesh_over_unbatched": 4.0}}
+
+
+def test_missing_paths_give_no_ratio() -> None:
+    ratios = comparisons(Plan.quick(), None, None, None)
+    assert all(value is None for mix in ratios.values() for value in mix.values())
+
+
+def test_targets_mark_met_unmet_and_unmeasured() -> None:
+    ratios = {"text": {"auditmesh_over_direct": 0.5, "auditmesh_over_unbatched": 4.0}}
+    auditmesh = {"isolation": {"p99_ratio": 1.1, "realtime_success_ratio_with_flood": 0.99,
+                               "bulk": {"rejection_latency_ms": {"n": 0}}}, "lowload": {"overhead_ms": 2.0}}
+    met = {row["target"]: row["met"] for row in targets(ratios, auditmesh)}
+    assert met == {"text auditmesh/direct at the SLO": False, "text auditmesh/unbatched at the SLO": True,
+                   "realtime P99 with flood / alone": True, "realtime success with flood": False,
+                   "bulk rejection latency P99 ms": None, "low-load overhead ms (P50 - model compute)": True}
+
+
+def test_cli_defaults_to_every_scenario() -> None:
+    args = parse_args(["--quick", "--mix", "text"])
+    assert args.quick and args.scenario is None and args.mix == ["text"] and args.slo_text_ms == 50.0

@@ -1,0 +1,34 @@
+"""The files the benchmark writes for the mesh stay valid for the services that read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.meshes import free_base_port, unbatched_config_dir
+from bench.scenarios import TENANTS
+from bench.tenants import tenants_yaml
+from services.common.service_config import load_service_config
+from services.launcher import MODALITIES, ROOT
+from services.router.policy import load_policy_dir
+from services.router.tenants import load_tenants
+
+
+def test_unbatched_configs_load_with_batching_off(tmp_path: Path) -> None:
+    directory = unbatched_config_dir(tmp_path)
+    for modality in MODALITIES:
+        config = load_service_config(directory / f"{modality}.yaml")
+        shipped = load_service_config(ROOT / "config" / f"{modality}.yaml")
+        assert config.batching.max_batch_size == 1 and config.batching.max_concurrency == 1
+        assert config.onnxruntime == shipped.onnxruntime  # same models, same threads
+
+
+def test_bench_tenants_load_with_their_classes(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.yaml"
+    path.write_text(tenants_yaml(TENANTS), encoding="utf-8")
+    directory = load_tenants(path, set(load_policy_dir(ROOT / "config" / "policies")))
+    assert {t.id: t.qos_class for t in directory.tenants.values()} == {t.id: t.qos_class for t in TENANTS}
+    assert directory.authenticate(TENANTS[0].key).id == TENANTS[0].id
+
+
+def test_free_base_port_leaves_room_for_four_services() -> None:
+    assert 0 < free_base_port() < 65535 - 4

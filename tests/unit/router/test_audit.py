@@ -1,0 +1,81 @@
+"""Audit records keep no raw content unless the policy opts in; the store answers one tenant's
+records only, by time, in pages, and deletes records past retention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.common.errors import InvalidRequestError
+from services.router.audit import AuditInput, AuditRecord, audit_record
+from services.router.audit_store import AuditStore
+from services.router.fusion import BlockMatch, OcrLineFinding, Signals, TextFinding, fuse
+from services.router.policy import AuditRules, PolicyDocument, compile_policy
+from tests.unit.router.lifecycle_fakes import FakeClock
+
+TEXT = "you are a total idiot"
+
+
+def record_for(tenant: str, *, include_content: bool = False, at: float = 1000.0, item: str = "i1") -> AuditRecord:
+    policy = compile_policy(PolicyDocument("default", "7", audit=AuditRules(include_content=include_content)))
+    line = OcrLineFinding(1, 0, "idiot on a sign", 0.9, ((0, 0), (10, 0), (10, 5), (0, 5)))
+    signals = Signals(texts=[TextFinding(0, TEXT, {"hate": 0.95}, [BlockMatch("profanity", "idiot", 2, 16, 21, "idiot", "default")]),
+                             TextFinding(1, line.text, {}, [BlockMatch("profanity", "idiot", 2, 0, 5, "idiot", "default")], 0)],
+                      ocr_lines=[line])
+    verdict = fuse(policy, signals)
+    return audit_record(AuditInput(tenant, "r1", item, {"channel": "c1"}, [TEXT], policy, verdict,
+                                   [("text_moderation", "1"), ("toxicity_en", "1")], "candidate"), now=at)
+
+
+def test_no_raw_content_by_default() -> None:
+    record = record_for("acme")
+    assert record.decision == "block" and record.policy_version == "7" and record.canary_arm == "candidate"
+    assert record.content == () and record.metadata == {"channel": "c1"}
+    assert TEXT not in repr(record) and "idiot on a sign" not in repr(record)
+    span = next(e for e in record.evidence if e["kind"] == "text_span" and e["lexicon"] == "default" and e["part"] == 0)
+    assert (span["start"], span["end"], span["term"]) == (16, 21, "idiot") and "text" not in span
+    line = next(e for e in record.evidence if e["kind"] == "ocr_line")
+    assert line["line"] == 0 and line["polygon"][2] == [10, 5] and "text" not in line
+
+
+def test_content_only_when_the_policy_opts_in() -> None:
+    record = record_for("acme", include_content=True)
+    assert record.content == (TEXT,)
+    assert any(e.get("text") == "idiot on a sign" for e in record.evidence)
+
+
+def test_queries_return_one_tenants_records_by_time_and_page(tmp_path: Path) -> None:
+    store = AuditStore(tmp_path / "audit.sqlite", clock=FakeClock(200.0))
+    for i in range(5):
+        store.append(record_for("acme", at=100.0 + i, item=f"a{i}"))
+        store.append(record_for("globex", at=100.0 + i, item=f"g{i}"))
+    page, token = store.query("acme", since=101.0, until=104.0, limit=2)
+    assert [r.item_id for r in page] == ["a1", "a2"] and token
+    page, token = store.query("acme", since=101.0, until=104.0, limit=2, page_token=token)
+    assert [r.item_id for r in page] == ["a3"] and token == ""
+    everything, _ = store.query("globex", limit=1000)
+    assert {r.tenant for r in everything} == {"globex"} and len(everything) == 5
+    assert everything[0] == AuditRecord.from_json_dict(everything[0].to_json_dict())
+    assert store.query("initech")[0] == []
+    with pytest.raises(InvalidRequestError, match="tenant: required"):
+        store.query("")
+    with pytest.raises(InvalidRequestError, match="page_token"):
+        store.query("acme", page_token="acme' OR 1=1 --")
+
+
+def test_retention_deletes_old_records(tmp_path: Path) -> None:
+    clock = FakeClock(10_000.0)
+    store = AuditStore(tmp_path / "audit.sqlite", retention_s=3600.0, clock=clock)
+    store.append(record_for("acme", at=5_000.0, item="old"))
+    store.append(record_for("acme", at=9_999.0, item="new"))
+    store.flush()
+    assert [r.item_id for r in store.query("acme")[0]] == ["new"]
+
+
+def test_full_buffer_drops_the_oldest_and_counts(tmp_path: Path) -> None:
+    store = AuditStore(tmp_path / "audit.sqlite", max_pending=2, clock=FakeClock(2000.0))
+    for i in range(3):
+        store.append(record_for("acme", item=f"i{i}"))
+    assert store.dropped == 1 and store.flush() == 2
+    assert [r.item_id for r in store.query("acme")[0]] == ["i1", "i2"]
