@@ -52,7 +52,7 @@ $(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build_models.py)
 	touch $@
 
 run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C
-	$(PY) -m services.launcher --config config/mesh.yaml
+	$(PY) -m services.launcher --config-dir config
 
 lint: setup ## strict mypy over services, tests, bench and ebpf (config in pyproject.toml)
 	$(PY) -m mypy services tests bench ebpf
