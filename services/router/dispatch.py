@@ -18,9 +18,10 @@ used even while a modality service swaps models.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tritonclient.grpc.aio as triton_aio
@@ -30,9 +31,10 @@ from tritonclient.utils import InferenceServerException
 from services.common.errors import DeadlineExceededError
 from services.common.grpc_server import grpc_options
 from services.common.qos import DEFAULT_CLASSES, QosClass
+from services.common.spans import batch_span, current_span_context
 from services.router.config import Upstream
 from services.router.fair_queue import Job
-from services.router.scheduler import FairScheduler, Requester
+from services.router.scheduler import BatchRun, FairScheduler, Requester
 
 Row = dict[str, np.ndarray]
 #: Pseudo output added to every row: a JSON list of [model name, version] pairs.
@@ -57,7 +59,8 @@ class ModalityDispatcher:
     """
 
     def __init__(self, modality: str, upstream: Upstream, *, input_name: str, output_names: Sequence[str],
-                 max_message_bytes: int = 64 * 1024 * 1024, qos_classes: Sequence[QosClass] = DEFAULT_CLASSES) -> None:
+                 max_message_bytes: int = 64 * 1024 * 1024, qos_classes: Sequence[QosClass] = DEFAULT_CLASSES,
+                 on_batch: Callable[[str, BatchRun], None] | None = None) -> None:
         self.modality = modality
         self.upstream = upstream
         self.input_name = input_name
@@ -66,7 +69,8 @@ class ModalityDispatcher:
         # One channel per class (grpc.dscp is a per-channel option): index = class priority.
         self._clients = [triton_aio.InferenceServerClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)])
                          for qos in qos_classes]
-        self.scheduler: FairScheduler[Row] = FairScheduler(self._run_batch, config=upstream.scheduling)
+        report = functools.partial(on_batch, modality) if on_batch is not None else None
+        self.scheduler: FairScheduler[Row] = FairScheduler(self._run_batch, config=upstream.scheduling, on_batch=report)
 
     def start(self) -> None:
         self.scheduler.start()
@@ -87,7 +91,9 @@ class ModalityDispatcher:
         if remaining <= 0:
             raise DeadlineExceededError(f"deadline exceeded before the {self.modality} stage")
         try:
-            return await asyncio.wait_for(self.scheduler.submit(requester, payloads, deadline), remaining)
+            origin = current_span_context()  # the request's span: the batch span links back to it
+            jobs = [(payload, origin) for payload in payloads]
+            return await asyncio.wait_for(self.scheduler.submit(requester, jobs, deadline), remaining)
         except asyncio.TimeoutError:
             raise DeadlineExceededError(f"deadline exceeded waiting for the {self.modality} stage") from None
 
@@ -96,12 +102,14 @@ class ModalityDispatcher:
         if timeout <= 0:
             raise DeadlineExceededError(f"deadline exceeded before the {self.modality} call was sent")
         tensor = InferInput(self.input_name, [len(batch), 1], "BYTES")
-        tensor.set_data_from_numpy(np.array([[job.payload] for job in batch], dtype=np.object_))
+        tensor.set_data_from_numpy(np.array([[job.payload[0]] for job in batch], dtype=np.object_))
         outputs = [InferRequestedOutput(name) for name in self.output_names]
         client = self._clients[min(min(job.priority for job in batch), len(self._clients) - 1)]
         try:
-            result = await client.infer(self.upstream.model, [tensor], model_version=self.upstream.model_version,
-                                        outputs=outputs, client_timeout=timeout)
+            with batch_span(f"dispatch {self.modality}", [job.payload[1] for job in batch],
+                            {"auditmesh.upstream": self.modality}):
+                result = await client.infer(self.upstream.model, [tensor], model_version=self.upstream.model_version,
+                                            outputs=outputs, client_timeout=timeout)
         except InferenceServerException as error:
             status = str(error.status() or "")
             if "DEADLINE_EXCEEDED" in status:

@@ -23,9 +23,10 @@ from prometheus_client.registry import Collector
 
 from services.common.batcher import QueueFullError
 from services.common.errors import DeadlineExceededError, LimitExceededError, status_for
-from services.common.metrics import LATENCY_BUCKETS
+from services.common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS
 from services.router.admission import OverQuotaError
 from services.router.fusion import Degradation
+from services.router.scheduler import BatchRun
 
 UNKNOWN = "unknown"
 NO_DECISION = "none"
@@ -76,8 +77,18 @@ class RouterMetrics:
         self.in_flight = Gauge("auditmesh_router_in_flight_items", "Items being moderated now", ["qos_class"],
                                registry=registry)
         self.policy = Info("auditmesh_router_policy", "A loaded policy and its version", ["policy"], registry=registry)
+        self.batch_size = Histogram("auditmesh_router_batch_size", "Items per batch sent to an upstream", ["upstream"],
+                                    buckets=BATCH_SIZE_BUCKETS, registry=registry)
+        self.batch_queue_wait = Histogram("auditmesh_router_batch_queue_wait_seconds",
+                                          "Time the oldest item of a batch waited in the router's queue", ["upstream"],
+                                          buckets=LATENCY_BUCKETS, registry=registry)
         self.upstream_model = Info("auditmesh_router_upstream_model", "A model behind an upstream and its version",
                                    ["upstream", "model"], registry=registry)
+
+    def record_batch(self, upstream: str, run: BatchRun) -> None:
+        """One batch the router sent to an upstream (its size and how long its oldest item queued)."""
+        self.batch_size.labels(upstream).observe(run.size)
+        self.batch_queue_wait.labels(upstream).observe(run.queue_wait_s)
 
     def record_item(self, tenant: str, qos_class: str, code: str, decision: str, timings_ms: Mapping[str, float],
                     total_s: float) -> None:

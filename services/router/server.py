@@ -281,14 +281,15 @@ class Router:
         self.config = config
         self.lifecycle = lifecycle
         state = lifecycle.runtime.snapshot
+        self.registry = new_registry("router", __version__)
+        self.metrics = RouterMetrics(self.registry)
         self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.OUTPUTS[m][0],
                                                   output_names=self.OUTPUTS[m][1],
                                                   max_message_bytes=config.server.max_message_bytes,
-                                                  qos_classes=state.tenants.qos_classes)
+                                                  qos_classes=state.tenants.qos_classes,
+                                                  on_batch=self.metrics.record_batch)
                             for m in self.OUTPUTS}
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
-        self.registry = new_registry("router", __version__)
-        self.metrics = RouterMetrics(self.registry)
         self.metrics.describe_policies({name: policy.version for name, policy in state.policies.items()})
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
         self.registry.register(lifecycle.collector())

@@ -112,8 +112,11 @@ async def test_one_trace_spans_the_router_and_the_text_service(traced: tuple[InP
     (client,) = [s for s in spans if s.name == MODEL_INFER and s.kind == SpanKind.CLIENT]
     (served,) = [s for s in spans if s.name == MODEL_INFER and s.kind == SpanKind.SERVER]
     (batch,) = [s for s in spans if s.name == "batch text_moderation"]
+    (dispatch,) = [s for s in spans if s.name == "dispatch text"]
     assert parent_ids(item) == ids(rpc)
-    assert parent_ids(client) == ids(item)  # through the router's scheduler, in the item's context
+    # the router's batch span: child of (and linked to) the item, through the router's scheduler
+    assert parent_ids(dispatch) == ids(item) and [(l.context.trace_id, l.context.span_id) for l in dispatch.links] == [ids(item)]
+    assert parent_ids(client) == ids(dispatch)
     assert parent_ids(served) == ids(client)  # across the process boundary: traceparent metadata
     assert parent_ids(batch) == ids(served) and [(l.context.trace_id, l.context.span_id) for l in batch.links] == [ids(served)]
     assert item.attributes is not None and batch.attributes is not None
