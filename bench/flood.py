@@ -16,7 +16,8 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, Sequence
+from collections import Counter
+from typing import Any, Mapping, Sequence
 
 import grpc
 
@@ -29,7 +30,7 @@ REJECTION_CODES = frozenset({"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "UNAVAIL
 TENANT = "flood"
 
 
-def flood_report(rate_rps: float, outcomes: Sequence[Outcome]) -> dict[str, Any]:
+def flood_report(rate_rps: float, outcomes: Sequence[Outcome], error_details: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Summary of a flood (see the module docstring); `sent_rps` is what the generator managed to send."""
     sends = sorted(o.sent for o in outcomes)
     span = sends[-1] - sends[0] if len(sends) > 1 else 0.0
@@ -39,7 +40,8 @@ def flood_report(rate_rps: float, outcomes: Sequence[Outcome]) -> dict[str, Any]
             "ok_latency_ms": summarize_ms(o.service_s for o in outcomes if o.ok),
             "rejection_latency_ms": summarize_ms(o.service_s for o in rejected),
             "rejection_latency_from_schedule_ms": summarize_ms(o.latency_s for o in rejected),
-            "generator_lag_ms": summarize_ms(o.lag_s for o in outcomes)}
+            "generator_lag_ms": summarize_ms(o.lag_s for o in outcomes),
+            "error_details": dict(Counter(error_details or {}).most_common())}
 
 
 async def flood(address: str, key: str, rate_rps: float, duration_s: float, deadline_s: float, seed: int) -> dict[str, Any]:
@@ -51,7 +53,7 @@ async def flood(address: str, key: str, rate_rps: float, duration_s: float, dead
         await channel.channel_ready()
         print("ready", flush=True)
         outcomes = await run_open_loop(send, arrivals)
-    return flood_report(rate_rps, outcomes)
+    return flood_report(rate_rps, outcomes, send.error_details)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections import Counter
 from typing import Any
 
 import grpc
@@ -41,9 +42,12 @@ async def realtime_phase(sender: RouterSender, probe: StatsProbe, rate_rps: floa
     """The realtime tenant's text traffic for `plan.isolation_s`, reported like a load step (CPU per
     request is per *realtime* request)."""
     arrivals = poisson_arrivals(rate_rps, plan.isolation_s, kinds={"text": 1.0}, tenants={REALTIME.id: 1.0}, seed=seed)
+    errors_before, degraded_before = Counter(sender.error_details), sender.degraded[REALTIME.id]
     outcomes, extra = await measured(sender, arrivals, probe, cpu)
     return {**step_report(rate_rps, plan.isolation_s, outcomes, slo), **extra,
-            "service_latency_ms": summarize_ms(o.service_s for o in outcomes), "degraded": sender.degraded[REALTIME.id]}
+            "service_latency_ms": summarize_ms(o.service_s for o in outcomes),
+            "degraded": sender.degraded[REALTIME.id] - degraded_before,
+            "error_details": dict((sender.error_details - errors_before).most_common())}
 
 
 async def start_flood(address: str, rate_rps: float, duration_s: float) -> asyncio.subprocess.Process:

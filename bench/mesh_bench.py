@@ -98,6 +98,7 @@ async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
             if mixes:
                 result["mixes"] = mixes
                 result["degraded_by_tenant"] = dict(sender.degraded)
+                result["error_details"] = dict(sender.error_details.most_common())
             if "isolation" in scenarios:
                 text = mixes.get("text") or await sweep(sender, probe, MIXES["text"], tenants, slo, plan,
                                                         label="capacity", cpu=cpu)

@@ -3,7 +3,8 @@
 Requests are built once per input (protobuf encoding is not what is measured). Each call carries a
 gRPC deadline per item kind; the answer's status name is returned, and degraded answers (OK, but a
 stage was skipped or failed) are counted per tenant in `degraded` so a fast-but-skipped answer is
-visible in the report.
+visible in the report. Errors are counted by status and message in `error_details` (digits folded
+to `#`), which tells a router's shed ("shed: ...") from the client's own deadline ("Deadline Exceeded").
 
 Example::
 
@@ -14,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any, Mapping
 
@@ -26,6 +28,18 @@ from bench.payloads import KINDS, BenchInputs
 
 #: Channel options: images are up to a few MiB, like the router's own limits.
 CHANNEL_OPTIONS = (("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20))
+MAX_DISTINCT_DETAILS = 32  # bounded: messages carry ids and timings
+
+
+def error_key(code: str, details: str | None) -> str:
+    """'DEADLINE_EXCEEDED: shed: 12 ms left' -> 'DEADLINE_EXCEEDED: shed: # ms left' (at most 120 chars).
+
+    Example::
+
+        >>> error_key("RESOURCE_EXHAUSTED", "over quota, retry in 0.25 s")
+        'RESOURCE_EXHAUSTED: over quota, retry in #.# s'
+    """
+    return f"{code}: {re.sub(r'[0-9]+', '#', details or '')}"[:120]
 
 
 def _part(kind: str, payload: bytes) -> pb.Part:
@@ -48,6 +62,7 @@ class RouterSender:
         self._metadata = {tenant: (("x-api-key", key),) for tenant, key in keys.items()}
         self._deadlines_s = dict(deadlines_s)
         self.degraded: Counter[str] = Counter()
+        self.error_details: Counter[str] = Counter()
 
     async def __call__(self, arrival: Arrival) -> str:
         requests = self._requests[arrival.kind]
@@ -56,7 +71,11 @@ class RouterSender:
                                                  metadata=self._metadata[arrival.tenant],
                                                  timeout=self._deadlines_s[arrival.kind])
         except grpc.aio.AioRpcError as error:
-            return str(error.code().name)
+            code = str(error.code().name)
+            key = error_key(code, error.details())
+            if key in self.error_details or len(self.error_details) < MAX_DISTINCT_DETAILS:
+                self.error_details[key] += 1
+            return code
         if response.degraded:
             self.degraded[arrival.tenant] += 1
         return "OK"
