@@ -38,7 +38,7 @@ from bench.machine import CpuAccount, machine
 from bench.meshes import auditmesh_mesh, modality_clients, running_mesh, unbatched_mesh
 from bench.modelstats import StatsProbe
 from bench.payloads import BenchInputs
-from bench.router_target import CHANNEL_OPTIONS, RouterSender
+from bench.router_target import CHANNEL_OPTIONS, HealthSender, RouterSender
 from bench.scenarios import MIXES, REALTIME, TENANTS, Plan, Slo
 from bench.stats import ratio
 from bench.steps import sweep, wait_idle
@@ -90,8 +90,8 @@ async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
             await warm_up(sender, _kinds(plan), REALTIME.id)
             await wait_idle(probe)
             if "lowload" in scenarios:
-                result["lowload"] = await run_lowload(sender, probe, requests=plan.lowload_requests,
-                                                      direct_batch1_ms=direct_batch1_ms)
+                result["lowload"] = await run_lowload(sender, HealthSender(channel), probe,
+                                                      requests=plan.lowload_requests, direct_batch1_ms=direct_batch1_ms)
             cpu = process_cpu(mesh)
             mixes = {name: await sweep(sender, probe, MIXES[name], tenants, slo, plan, label="auditmesh", cpu=cpu)
                      for name in (plan.mixes if "auditmesh" in scenarios else ())}

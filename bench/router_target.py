@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.loadgen import Arrival
 from bench.payloads import KINDS, BenchInputs
@@ -78,4 +79,20 @@ class RouterSender:
             return code
         if response.degraded:
             self.degraded[arrival.tenant] += 1
+        return "OK"
+
+
+class HealthSender:
+    """A `bench.loadgen.Sender` that calls the router's grpc.health.v1 Check: the same client, channel and
+    hop as Moderate with no work behind it, i.e. the floor under any Moderate latency."""
+
+    def __init__(self, channel: grpc.aio.Channel, timeout_s: float = 1.0) -> None:
+        self._stub: Any = health_pb2_grpc.HealthStub(channel)
+        self._timeout_s = timeout_s
+
+    async def __call__(self, arrival: Arrival) -> str:
+        try:
+            await self._stub.Check(health_pb2.HealthCheckRequest(), timeout=self._timeout_s)
+        except grpc.aio.AioRpcError as error:
+            return str(error.code().name)
         return "OK"

@@ -90,6 +90,7 @@ def test_auditmesh_steps_go_through_the_router_and_batch(report: dict[str, Any])
 def test_low_load_reports_the_overhead(report: dict[str, Any]) -> None:
     lowload = report["auditmesh"]["lowload"]
     assert lowload["ok"] == lowload["requests"] > 0
+    assert lowload["client_floor_ms"]["n"] == lowload["requests"]  # the health checks between the items
     assert lowload["text_service"]["mean_batch_size"] == 1.0  # one at a time: nothing to batch
     assert isinstance(lowload["overhead_ms"], float) and isinstance(lowload["overhead_vs_direct_ms"], float)
 
