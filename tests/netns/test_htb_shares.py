@@ -28,6 +28,11 @@ def shares(results: list[FlowResult]) -> list[float]:
     return [r.bits_per_second / total for r in results]
 
 
+#: Control packets that may reach the default class between HTB creation and filter attach.
+ATTACH_WINDOW_PACKETS = 2
+CONTROL_PACKET_MAX_BYTES = 128
+
+
 def quiet_status(attachment: Attachment) -> Status:
     """Status once the queues are empty and the counters have stopped moving."""
     previous = None
@@ -47,12 +52,20 @@ def assert_counters_match_htb(status: Status) -> None:
     for index, htb_class in enumerate(status.classes):
         assert htb_class.htb is not None
         seen = htb_class.bpf["egress"]
+        # Regression (CI, one run in three): the HTB root exists a moment before the filter is attached,
+        # so a kernel control packet (IPv6 neighbour discovery, 86 bytes) sent in that window reaches
+        # the default class without passing the classifier. Allow that, and only that, there.
+        early_packets, early_bytes = 0, 0
         if index == len(status.classes) - 1:  # the default class also carries what was left unclassified
             seen = type(seen)(seen.packets + status.unclassified["egress"].packets,
                               seen.bytes + status.unclassified["egress"].bytes)
-        assert seen.packets == htb_class.htb.packets + htb_class.htb.drops, (htb_class.name, seen, htb_class.htb)
-        assert 0 <= seen.bytes - htb_class.htb.bytes <= htb_class.htb.drops * MAX_FRAME, (htb_class.name, seen,
-                                                                                        htb_class.htb)
+            early_packets = max(0, htb_class.htb.packets + htb_class.htb.drops - seen.packets)
+            assert early_packets <= ATTACH_WINDOW_PACKETS, (htb_class.name, seen, htb_class.htb)
+            early_bytes = early_packets * CONTROL_PACKET_MAX_BYTES
+        assert seen.packets + early_packets == htb_class.htb.packets + htb_class.htb.drops, (htb_class.name, seen,
+                                                                                             htb_class.htb)
+        assert -early_bytes <= seen.bytes - htb_class.htb.bytes <= htb_class.htb.drops * MAX_FRAME, (
+            htb_class.name, seen, htb_class.htb)
 
 
 def run_two_flows(bed: VethBed, high: Flow, low: Flow) -> list[FlowResult]:
