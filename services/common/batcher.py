@@ -53,14 +53,19 @@ class BatchingConfig:
     max_concurrency: int = 1
 
     def __post_init__(self) -> None:
-        if self.max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
-        if self.max_delay_ms < 0:
-            raise ValueError(f"max_delay_ms must be >= 0, got {self.max_delay_ms}")
-        if self.max_queue < self.max_batch_size:
-            raise ValueError(f"max_queue ({self.max_queue}) must be >= max_batch_size ({self.max_batch_size})")
-        if self.max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        validate_batching(self.max_batch_size, self.max_delay_ms, self.max_queue, self.max_concurrency)
+
+
+def validate_batching(max_batch_size: int, max_delay_ms: float, max_queue: int, max_concurrency: int) -> None:
+    """The checks every batching config shares (this batcher's and the router's scheduler's)."""
+    if max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+    if max_delay_ms < 0:
+        raise ValueError(f"max_delay_ms must be >= 0, got {max_delay_ms}")
+    if max_queue < max_batch_size:
+        raise ValueError(f"max_queue ({max_queue}) must be >= max_batch_size ({max_batch_size})")
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
 
 
 @dataclass

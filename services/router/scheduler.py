@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
 
-from services.common.batcher import BatcherClosedError, QueueFullError
+from services.common.batcher import BatcherClosedError, QueueFullError, validate_batching
 from services.common.errors import DeadlineExceededError
 from services.router.batch_cost import BatchCost
 from services.router.fair_queue import FairQueue, Job
@@ -53,14 +53,7 @@ class SchedulingConfig:
     overload_wait_ms: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
-        if self.max_delay_ms < 0:
-            raise ValueError(f"max_delay_ms must be >= 0, got {self.max_delay_ms}")
-        if self.max_queue < self.max_batch_size:
-            raise ValueError(f"max_queue ({self.max_queue}) must be >= max_batch_size ({self.max_batch_size})")
-        if self.max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        validate_batching(self.max_batch_size, self.max_delay_ms, self.max_queue, self.max_concurrency)
         if self.starvation_limit_ms <= 0:
             raise ValueError(f"starvation_limit_ms must be > 0, got {self.starvation_limit_ms}")
         if self.overload_wait_ms < 0:
