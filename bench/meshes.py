@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 from pathlib import Path
 from typing import AsyncIterator, Iterator, Sequence
 
@@ -26,28 +25,12 @@ import tritonclient.grpc.aio as triton_aio
 import yaml
 
 from bench.tenants import BenchTenant, tenants_yaml
-from services.launcher import MODALITIES, ROOT, Mesh
+from services.launcher import MODALITIES, ROOT, Mesh, free_base_port
 
 CONFIG_DIR = ROOT / "config"
 MAX_MESSAGE_BYTES = 64 << 20
 
 
-def free_base_port(count: int = 4) -> int:
-    """A port such that it and the next `count - 1` are free on loopback right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count >= 65535:
-            continue
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError("no block of free loopback ports found")
 
 
 def auditmesh_mesh(workdir: Path, tenants: Sequence[BenchTenant]) -> Mesh:

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +31,7 @@ from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import Mesh
+from services.launcher import Mesh, free_base_port
 from services.router.tenants import hash_key
 
 ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo key
@@ -60,7 +58,7 @@ def start_mesh(workdir: Path) -> Mesh:
     tenants = workdir / "tenants.yaml"
     tenants.write_text(yaml.safe_dump({"tenants": [{"id": "bench", "api_key_sha256": hash_key(KEY),
                                                     "policies": ["default"]}]}))
-    base = _free_base_port()
+    base = free_base_port()
     mesh = Mesh(base, extra_env={"AUDITMESH_TENANTS_FILE": str(tenants), "AUDITMESH_METRICS_LISTEN": "off",
                                  "AUDITMESH_POLICY_STORE": str(workdir / "store.sqlite"),
                                  "AUDITMESH_AUDIT_LOG": str(workdir / "audit.sqlite")})
@@ -71,20 +69,6 @@ def start_mesh(workdir: Path) -> Mesh:
     return mesh
 
 
-def _free_base_port(count: int = 4) -> int:
-    """A port such that it and the next `count - 1` are free on loopback right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError("no block of free loopback ports found")
 
 
 async def prepare(admin: apb_grpc.PolicyAdminStub, versions: int, terms: int) -> None:

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import numpy as np
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import Mesh
+from services.launcher import Mesh, free_base_port
 from services.router.tenants import hash_key
 
 BENCH_KEY = "bench-tracing-key"
@@ -43,22 +42,6 @@ TEXTS = ("Thanks for the lovely dinner last night, see you on Friday!", "you are
          "WINNER!! Claim your free prize now")
 
 
-def free_port_block(count: int) -> int:
-    """A port such that it and the next `count - 1` are free on loopback right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count >= 65535:
-            continue
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError("no block of free loopback ports found")
 
 
 def tracing_env(ratio: float | None) -> dict[str, str]:
@@ -73,8 +56,8 @@ def tracing_env(ratio: float | None) -> dict[str, str]:
 def text_pair(tenants_file: Path, ratio: float | None) -> Iterator[Mesh]:
     """Router + text service with tracing as given; vision and OCR are not started (text items only).
     The router's policy store and audit log are its own (next to `tenants_file`)."""
-    base = free_port_block(4)
-    dead = f"127.0.0.1:{free_port_block(1)}"
+    base = free_base_port(4)
+    dead = f"127.0.0.1:{free_base_port(1)}"
     state = tenants_file.parent / ("on" if ratio is not None else "off")
     state.mkdir(exist_ok=True)
     env = {"AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_VISION_URL": dead, "AUDITMESH_OCR_URL": dead,

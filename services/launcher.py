@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,24 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 MODALITIES = ("text", "vision", "ocr")
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_base_port(count: int = 4) -> int:
+    """A port such that it and the next `count - 1` are free on loopback right now (for a `Mesh`)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = int(probe.getsockname()[1])
+        if base + count >= 65535:
+            continue
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError("no block of free loopback ports found")
 
 
 @dataclass

@@ -91,7 +91,17 @@ def decode_rgb(data: bytes, limits: ImageLimits = ImageLimits()) -> np.ndarray:
 
     Truncated or corrupt pixel data raises ImageRejectedError (never a partial image).
     """
-    inspect_image(data, limits)
+    return decode_image(data, limits)[1]
+
+
+def decode_image(data: bytes, limits: ImageLimits = ImageLimits()) -> tuple[ImageHeader, np.ndarray]:
+    """Like `decode_rgb`, also returning the header it checked (parsed once).
+
+    Example::
+
+        header, rgb = decode_image(open("photo.jpg", "rb").read())   # ImageHeader("JPEG", 640, 480), (480, 640, 3)
+    """
+    header = inspect_image(data, limits)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -103,4 +113,4 @@ def decode_rgb(data: bytes, limits: ImageLimits = ImageLimits()) -> np.ndarray:
         raise
     except Exception as exc:
         raise ImageRejectedError(f"image data is corrupt or truncated ({type(exc).__name__}: {exc})") from None
-    return np.asarray(rgb, dtype=np.uint8)
+    return header, np.asarray(rgb, dtype=np.uint8)

@@ -97,6 +97,26 @@ class ModalityDispatcher:
         except asyncio.TimeoutError:
             raise DeadlineExceededError(f"deadline exceeded waiting for the {self.modality} stage") from None
 
+    async def describe_models(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
+        """(name, version) of the served model and of the files behind it, from KServe ModelConfig.
+
+        Our services list their ONNX files as `file:<name>` parameters; a Triton server reports only the
+        model itself. Errors (service down) give an empty list; the caller may ask again later.
+        """
+        upstream = self.upstream
+        try:
+            response = await self._clients[0].get_model_config(upstream.model, upstream.model_version,
+                                                               client_timeout=timeout_s)
+        except InferenceServerException:
+            return []
+        config = response.config
+        versions = [(config.name, upstream.model_version or "1")]
+        for key, value in sorted(config.parameters.items()):
+            if key.startswith("file:"):
+                fields = dict(part.split("=", 1) for part in value.string_value.split() if "=" in part)
+                versions.append((key[len("file:"):], fields.get("version", "")))
+        return versions
+
     async def _run_batch(self, batch: list[Job]) -> list[Row]:
         timeout = max(job.deadline for job in batch) - time.monotonic()
         if timeout <= 0:
@@ -134,23 +154,3 @@ def models_json(response: Any) -> str:
 def models_of(row: Mapping[str, np.ndarray]) -> list[tuple[str, str]]:
     """The (name, version) pairs in a row's MODELS_OUTPUT."""
     return [(str(name), str(version)) for name, version in json.loads(row[MODELS_OUTPUT][0])]
-
-
-async def describe_models(dispatcher: ModalityDispatcher, timeout_s: float = 2.0) -> list[tuple[str, str]]:
-    """(name, version) of the served model and of the files behind it, from KServe ModelConfig.
-
-    Our services list their ONNX files as `file:<name>` parameters; a Triton server reports only the
-    model itself. Errors (service down) give an empty list; the caller may ask again later.
-    """
-    upstream = dispatcher.upstream
-    try:
-        response = await dispatcher._clients[0].get_model_config(upstream.model, upstream.model_version, client_timeout=timeout_s)
-    except InferenceServerException:
-        return []
-    config = response.config
-    versions = [(config.name, upstream.model_version or "1")]
-    for key, value in sorted(config.parameters.items()):
-        if key.startswith("file:"):
-            fields = dict(part.split("=", 1) for part in value.string_value.split() if "=" in part)
-            versions.append((key[len("file:"):], fields.get("version", "")))
-    return versions

@@ -35,7 +35,7 @@ from services.common.telemetry import setup_tracing, shutdown_tracing
 from services.router.admission import Admission, OverQuotaError
 from services.router.config import RouterConfig, load_router_config
 from services.router.convert import error_response, raw_parts, response_for, status_with_retry
-from services.router.dispatch import ModalityDispatcher, describe_models
+from services.router.dispatch import ModalityDispatcher
 from services.router.lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.metrics import UNKNOWN, RouterMetrics, SchedulerCollector
 from services.router.pipeline import Outcome, Pipeline
@@ -311,7 +311,7 @@ class Router:
         while len(self.pipeline.models) < len(self.dispatchers):
             for modality, dispatcher in self.dispatchers.items():
                 if modality not in self.pipeline.models:
-                    versions = await describe_models(dispatcher)
+                    versions = await dispatcher.describe_models()
                     if versions:
                         self.pipeline.models[modality] = versions
                         self.metrics.describe_upstream(modality, versions)

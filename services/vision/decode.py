@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from services.common.image_decode import ImageLimits, ImageRejectedError, decode_rgb, inspect_image
+from services.common.image_decode import ImageLimits, ImageRejectedError, decode_image
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,7 @@ def decode_item(data: bytes, limits: ImageLimits = ImageLimits()) -> DecodedImag
         decode_item(b"")   # RejectedImage(reason='image is empty (0 bytes)')
     """
     try:
-        # inspect_image is repeated inside decode_rgb; it only parses the header (tens of microseconds).
-        header = inspect_image(data, limits)
-        rgb = decode_rgb(data, limits)
+        header, rgb = decode_image(data, limits)
     except ImageRejectedError as exc:
         return RejectedImage(str(exc))
     return DecodedImage(rgb, header.format, header.width, header.height)

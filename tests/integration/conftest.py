@@ -6,7 +6,6 @@ the tests with a clear message; nothing here is skipped.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Iterator
 
@@ -14,34 +13,13 @@ import grpc
 import pytest
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import ROOT, Mesh
+from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
 
 KEY_A, KEY_B = "test-key-tenant-a", "test-key-tenant-b"
 KEY_CHAT, KEY_FLOOD, KEY_LIMITED = "test-key-chat", "test-key-flood", "test-key-limited"
 
 
-def free_base_port(count: int = 4) -> int:
-    """A base port such that base .. base+count-1 are free on loopback right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count >= 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no block of free loopback ports found")
 
 
 @pytest.fixture(scope="session")

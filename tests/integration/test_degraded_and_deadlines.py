@@ -14,9 +14,9 @@ import tritonclient.grpc as triton
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import Mesh
+from services.launcher import Mesh, free_base_port
 from tests.fixtures.render import render_photo_like, render_text_image
-from tests.integration.conftest import KEY_A, KEY_B, free_base_port
+from tests.integration.conftest import KEY_A, KEY_B
 from tests.integration.test_moderation_e2e import moderate
 
 

@@ -28,12 +28,12 @@ from services.common.batcher import BatchingConfig
 from services.common.modality_main import build_service
 from services.common.service_config import ModalityServiceConfig, ServerConfig
 from services.common.telemetry import tracer
-from services.launcher import ROOT, Mesh
+from services.launcher import ROOT, Mesh, free_base_port
 from services.router.config import LifecycleConfig, RouterConfig, Upstream
 from services.router.lifecycle import PolicyLifecycle
 from services.router.server import Router
 from services.text.server import build_models
-from tests.integration.conftest import KEY_A, free_base_port
+from tests.integration.conftest import KEY_A
 from tests.stubs import GatedModel, InMemoryTracing, sample, scrape
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"

@@ -26,9 +26,8 @@ from tritonclient.grpc import InferInput, service_pb2
 from tritonclient.utils import InferenceServerException
 
 from services.common.model_repository import sha256_of
-from services.launcher import ROOT, Mesh
+from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
-from tests.integration.conftest import free_base_port
 
 ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo admin key
 KEY = "test-key-lifecycle"
