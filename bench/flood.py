@@ -7,7 +7,7 @@ its event loop does not delay the realtime tenant's sends in the parent (both st
 machine's cores with the mesh). The first line on stdout is `ready` (sent when the schedule starts);
 the JSON summary follows when every call has answered: what was sent and at what rate, status counts,
 latency of the answers, and the rejection latency: time from sending to a RESOURCE_EXHAUSTED,
-DEADLINE_EXCEEDED or UNAVAILABLE answer.
+DEADLINE_EXCEEDED, UNAVAILABLE or CANCELLED answer (`REJECTION_CODES`), and latency by status.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from bench.payloads import TEXTS, BenchInputs
 from bench.router_target import CHANNEL_OPTIONS, RouterSender
 from bench.stats import status_counts, summarize_ms
 
-REJECTION_CODES = frozenset({"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "UNAVAILABLE"})
+#: Answers that refuse the call. CANCELLED counts: this generator never cancels a call itself, so a
+#: CANCELLED answer is the server's gRPC refusing it (its pending-call backlog limit, see
+#: ServerConfig.max_pending_calls).
+REJECTION_CODES = frozenset({"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED"})
 TENANT = "flood"
 
 
@@ -40,6 +43,8 @@ def flood_report(rate_rps: float, outcomes: Sequence[Outcome], error_details: Ma
             "ok_latency_ms": summarize_ms(o.service_s for o in outcomes if o.ok),
             "rejection_latency_ms": summarize_ms(o.service_s for o in rejected),
             "rejection_latency_from_schedule_ms": summarize_ms(o.latency_s for o in rejected),
+            "latency_by_status_ms": {code: summarize_ms(o.service_s for o in outcomes if o.code == code)
+                                     for code in sorted({o.code for o in outcomes})},
             "generator_lag_ms": summarize_ms(o.lag_s for o in outcomes),
             "error_details": dict(Counter(error_details or {}).most_common())}
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -39,7 +40,7 @@ from bench.meshes import auditmesh_mesh, modality_clients, running_mesh, unbatch
 from bench.modelstats import StatsProbe
 from bench.payloads import BenchInputs
 from bench.router_target import CHANNEL_OPTIONS, HealthSender, RouterSender
-from bench.scenarios import MIXES, REALTIME, TENANTS, Plan, Slo
+from bench.scenarios import BULK, MIXES, REALTIME, TENANTS, Plan, Slo
 from bench.stats import ratio
 from bench.steps import sweep, wait_idle
 from bench.unbatched_target import UnbatchedSender
@@ -83,10 +84,15 @@ async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
     result: dict[str, Any] = {}
     tenants = {t.id: t.share for t in TENANTS}
     with running_mesh(auditmesh_mesh(workdir, TENANTS), with_router=True) as mesh:
-        async with modality_clients(mesh) as clients, \
-                grpc.aio.insecure_channel(mesh.address("router"), options=CHANNEL_OPTIONS) as channel:
+        async with modality_clients(mesh) as clients, contextlib.AsyncExitStack() as stack:
+            # One channel per router lane; each tenant calls the lane of its QoS class.
+            lanes = {service: await stack.enter_async_context(grpc.aio.insecure_channel(mesh.address(service),
+                                                                                        options=CHANNEL_OPTIONS))
+                     for service in mesh.routers}
+            channels = {t.id: lanes[mesh.router_for(t.qos_class)] for t in TENANTS}
+            channel = channels[REALTIME.id]
             probe = StatsProbe(clients)
-            sender = RouterSender(channel, inputs, keys={t.id: t.key for t in TENANTS}, deadlines_s=slo.deadlines_s())
+            sender = RouterSender(channels, inputs, keys={t.id: t.key for t in TENANTS}, deadlines_s=slo.deadlines_s())
             await warm_up(sender, _kinds(plan), REALTIME.id)
             await wait_idle(probe)
             if "lowload" in scenarios:
@@ -100,9 +106,9 @@ async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
                 result["degraded_by_tenant"] = dict(sender.degraded)
                 result["error_details"] = dict(sender.error_details.most_common())
             if "isolation" in scenarios:
-                text = mixes.get("text") or await sweep(sender, probe, MIXES["text"], tenants, slo, plan,
-                                                        label="capacity", cpu=cpu)
-                result["isolation"] = await run_isolation(mesh.address("router"), channel, probe, inputs,
+                text = (mixes.get("text") or ({"capacity_rps": plan.capacity_rps} if plan.capacity_rps else None)
+                        or await sweep(sender, probe, MIXES["text"], tenants, slo, plan, label="capacity", cpu=cpu))
+                result["isolation"] = await run_isolation(mesh.address(mesh.router_for(BULK.qos_class)), channel, probe, inputs,
                                                           capacity_rps=text["capacity_rps"], slo=slo, plan=plan, cpu=cpu)
     return result
 
@@ -170,6 +176,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--slo-text-ms", type=float, default=50.0, help="P99 SLO of text items (default 50)")
     parser.add_argument("--slo-image-ms", type=float, default=1000.0, help="P99 SLO of image items (default 1000)")
     parser.add_argument("--step-seconds", type=float, help="override the plan's seconds per load step")
+    parser.add_argument("--capacity-rps", type=float, default=0.0,
+                        help="isolation without the auditmesh text sweep: take this as the text capacity (requests/s) "
+                             "instead of measuring it (to compare runs at the same flood rate)")
+    parser.add_argument("--flood-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
+                        help="isolation: run the flood generator at this CPU niceness (default 0). Here it shares the "
+                             "mesh's 2 cores; a real bulk client runs on its own hosts, which a nice generator "
+                             "approximates. Reported as bulk_tenant.generator_nice")
     return parser.parse_args(argv)
 
 
@@ -180,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = plan.with_mixes(tuple(dict.fromkeys(args.mix)))
     if args.step_seconds:
         plan = replace(plan, step_s=args.step_seconds)
+    if args.capacity_rps:
+        plan = replace(plan, capacity_rps=args.capacity_rps)
+    if args.flood_nice:
+        plan = replace(plan, flood_nice=args.flood_nice)
     slo = Slo(p99_ms={"text": args.slo_text_ms, "image": args.slo_image_ms})
     report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS)))
     report["command"] = " ".join(["python -m bench.mesh_bench", *(argv if argv is not None else sys.argv[1:])])

@@ -66,8 +66,7 @@ def running_mesh(mesh: Mesh, *, with_router: bool, timeout_s: float = 180.0) -> 
         for modality in MODALITIES:
             mesh.wait_serving(modality, timeout_s)
         if with_router:
-            mesh.start_service("router")
-            mesh.wait_serving("router", timeout_s)
+            mesh.start_routers(timeout_s)  # one process per lane of config/router.yaml
         yield mesh
     finally:
         mesh.stop()

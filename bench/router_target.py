@@ -54,11 +54,13 @@ def build_requests(inputs: BenchInputs) -> dict[str, list[pb.ModerateRequest]]:
 
 
 class RouterSender:
-    """A `bench.loadgen.Sender` that calls the router's Moderate with the arrival's tenant key."""
+    """A `bench.loadgen.Sender` that calls the router's Moderate with the arrival's tenant key, on
+    `channel`, or on `channel[tenant]` when given one channel per tenant (router lanes)."""
 
-    def __init__(self, channel: grpc.aio.Channel, inputs: BenchInputs, *, keys: Mapping[str, str],
-                 deadlines_s: Mapping[str, float]) -> None:
-        self._stub: Any = pb_grpc.ModerationServiceStub(channel)
+    def __init__(self, channel: grpc.aio.Channel | Mapping[str, grpc.aio.Channel], inputs: BenchInputs, *,
+                 keys: Mapping[str, str], deadlines_s: Mapping[str, float]) -> None:
+        channels = channel if isinstance(channel, Mapping) else {tenant: channel for tenant in keys}
+        self._stubs: dict[str, Any] = {tenant: pb_grpc.ModerationServiceStub(channels[tenant]) for tenant in keys}
         self._requests = build_requests(inputs)
         self._metadata = {tenant: (("x-api-key", key),) for tenant, key in keys.items()}
         self._deadlines_s = dict(deadlines_s)
@@ -68,7 +70,7 @@ class RouterSender:
     async def __call__(self, arrival: Arrival) -> str:
         requests = self._requests[arrival.kind]
         try:
-            response = await self._stub.Moderate(requests[arrival.index % len(requests)],
+            response = await self._stubs[arrival.tenant].Moderate(requests[arrival.index % len(requests)],
                                                  metadata=self._metadata[arrival.tenant],
                                                  timeout=self._deadlines_s[arrival.kind])
         except grpc.aio.AioRpcError as error:

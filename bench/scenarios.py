@@ -82,6 +82,8 @@ class Plan:
     lowload_requests: int         # low-load scenario: requests at 1/s
     direct: DirectPlan
     seed: int = 0                 # step i of every knee search draws its arrivals with seed + i
+    capacity_rps: float = 0.0     # isolation: use this text capacity instead of measuring it (0 = measure)
+    flood_nice: int = 0           # isolation: CPU niceness of the flood generator (emulates a client on other hosts)
 
     @classmethod
     def full(cls) -> Plan:

@@ -5,8 +5,12 @@ waits for each to report SERVING on grpc.health.v1, prints where the router list
 SIGTERM stops the router first and the modality services after it, each draining gracefully. If any
 service dies, the launcher stops the others and exits non-zero.
 
+When `config/router.yaml` defines ingress lanes (services/router/lanes.py), each lane is its own
+router process: the first lane is `router` on the base port, the others `router-<lane>` on the ports
+after the modality services (the shipped config: `router-bulk` on 8104).
+
 Each service also serves Prometheus metrics on `metrics_base_port` + the same offset (router 9100,
-text 9101, vision 9102, ocr 9103 by default), or none with `--metrics-base-port 0`.
+text 9101, vision 9102, ocr 9103, router-bulk 9104 by default), or none with `--metrics-base-port 0`.
 
 Used by `make run`, and by the integration tests (`Mesh`).
 """
@@ -29,14 +33,32 @@ from pathlib import Path
 from typing import Sequence
 
 import grpc
+import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 MODALITIES = ("text", "vision", "ocr")
 ROOT = Path(__file__).resolve().parents[1]
+ROUTER = "router"
 
 
-def free_base_port(count: int = 4) -> int:
-    """A port such that it and the next `count - 1` are free on loopback right now (for a `Mesh`)."""
+def router_lanes(config_dir: Path) -> dict[str, tuple[str, ...]]:
+    """Lane name -> its QoS classes, from `config_dir/router.yaml`, in order ({} without lanes). The
+    router validates the file itself when it starts; this only reads names and classes."""
+    data = yaml.safe_load((config_dir / "router.yaml").read_text(encoding="utf-8")) or {}
+    return {str(lane["name"]): tuple(str(c) for c in lane.get("classes") or ())
+            for lane in data.get("lanes") or [] if isinstance(lane, dict) and "name" in lane}
+
+
+def mesh_services(config_dir: Path = ROOT / "config") -> tuple[str, ...]:
+    """The mesh's processes in port order: router, text, vision, ocr, then `router-<lane>` for every
+    lane after the first."""
+    return (ROUTER, *MODALITIES, *(f"{ROUTER}-{lane}" for lane in list(router_lanes(config_dir))[1:]))
+
+
+def free_base_port(count: int = 0) -> int:
+    """A port such that it and the next `count - 1` are free on loopback right now (for a `Mesh`);
+    `count` 0 = one per process of the shipped mesh (`mesh_services()`)."""
+    count = count or len(mesh_services())
     for _ in range(200):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -72,6 +94,29 @@ class Mesh:
     output: int | None = None
     isolated_state: bool = True
     _state_dir: Path | None = field(default=None, init=False, repr=False)
+    #: Every process, in port order (see `mesh_services`).
+    services: tuple[str, ...] = field(default=(), init=False)
+    #: Router service name -> the lane it serves ("" without lanes).
+    lanes: dict[str, str] = field(default_factory=dict, init=False)
+    _lane_classes: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.services = mesh_services(self.config_dir)
+        self._lane_classes = router_lanes(self.config_dir)
+        names = list(self._lane_classes)
+        self.lanes = {ROUTER: names[0] if names else "", **{f"{ROUTER}-{lane}": lane for lane in names[1:]}}
+
+    def router_for(self, qos_class: str) -> str:
+        """The router service (lane) that serves tenants of `qos_class` (`router` without lanes)."""
+        for service, lane in self.lanes.items():
+            if not lane or qos_class in self._lane_classes[lane]:
+                return service
+        raise ValueError(f"no router lane serves QoS class {qos_class!r}")
+
+    @property
+    def routers(self) -> tuple[str, ...]:
+        """The router processes: `router` (the first lane, or the only router), then the other lanes."""
+        return tuple(self.lanes)
 
     def port(self, service: str) -> int:
         return self.base_port + self._offset(service)
@@ -80,9 +125,10 @@ class Mesh:
         """Where `service` serves /metrics (0 when the mesh runs without metrics endpoints)."""
         return self.metrics_base_port + self._offset(service) if self.metrics_base_port else 0
 
-    @staticmethod
-    def _offset(service: str) -> int:
-        return 0 if service == "router" else 1 + MODALITIES.index(service)
+    def _offset(self, service: str) -> int:
+        if service not in self.services:
+            raise ValueError(f"unknown service {service!r}; this mesh has {list(self.services)}")
+        return self.services.index(service)
 
     def address(self, service: str) -> str:
         return f"{self.host}:{self.port(service)}"
@@ -91,7 +137,9 @@ class Mesh:
         metrics = f"{self.host}:{self.metrics_port(service)}" if self.metrics_base_port else "off"
         env = {**os.environ, "AUDITMESH_LISTEN": self.address(service), "AUDITMESH_METRICS_LISTEN": metrics,
                "PYTHONUNBUFFERED": "1"}
-        if service == "router":
+        if service in self.lanes:
+            if self.lanes[service]:
+                env["AUDITMESH_LANE"] = self.lanes[service]
             env.update({f"AUDITMESH_{m.upper()}_URL": self.address(m) for m in MODALITIES})
             if self.isolated_state:
                 if self._state_dir is None:
@@ -103,7 +151,8 @@ class Mesh:
 
     def start_service(self, service: str) -> None:
         """Start one service process (not waiting for it)."""
-        command = [sys.executable, "-m", f"services.{service}.server", "--config", str(self.config_dir / f"{service}.yaml"),
+        module = ROUTER if service in self.lanes else service
+        command = [sys.executable, "-m", f"services.{module}.server", "--config", str(self.config_dir / f"{module}.yaml"),
                    "--log-format", self.log_format]
         self.processes[service] = subprocess.Popen(command, cwd=ROOT, env=self._env(service), stdout=self.output,
                                                    stderr=self.output)
@@ -126,13 +175,19 @@ class Mesh:
         raise RuntimeError(f"{service} did not become SERVING on {self.address(service)} within {timeout_s:.0f}s")
 
     def start(self, timeout_s: float = 180.0) -> None:
-        """Start the modality services (in parallel), then the router; wait until all serve."""
+        """Start the modality services (in parallel), then the routers (one per lane); wait until all serve."""
         for service in MODALITIES:
             self.start_service(service)
         for service in MODALITIES:
             self.wait_serving(service, timeout_s)
-        self.start_service("router")
-        self.wait_serving("router", timeout_s)
+        self.start_routers(timeout_s)
+
+    def start_routers(self, timeout_s: float = 180.0) -> None:
+        """Start every router process (one per lane) and wait until each serves."""
+        for service in self.routers:
+            self.start_service(service)
+        for service in self.routers:
+            self.wait_serving(service, timeout_s)
 
     def stop_service(self, service: str, timeout_s: float = 30.0) -> int | None:
         """SIGTERM one service and wait for it to drain and exit; returns its exit code."""
@@ -149,8 +204,8 @@ class Mesh:
         return process.returncode
 
     def stop(self) -> None:
-        """Router first (it stops taking requests), then the modality services."""
-        for service in ("router", *MODALITIES):
+        """Routers first (they stop taking requests), then the modality services."""
+        for service in (*self.routers, *MODALITIES, *self.processes):
             self.stop_service(service)
         if self._state_dir is not None:
             shutil.rmtree(self._state_dir, ignore_errors=True)
@@ -162,13 +217,15 @@ class Mesh:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m services.launcher",
-                                     description="Run the auditmesh mesh (router + text + vision + ocr) on loopback until Ctrl-C.")
+                                     description="Run the auditmesh mesh (router + text + vision + ocr, and a router "
+                                                 "process per extra lane in router.yaml) on loopback until Ctrl-C.")
     parser.add_argument("--config-dir", type=Path, default=ROOT / "config",
                         help="folder with router.yaml, text.yaml, vision.yaml, ocr.yaml (default: ./config)")
     parser.add_argument("--base-port", type=int, default=8100,
-                        help="router port; text, vision, ocr listen on the next three (default: 8100)")
+                        help="router port; text, vision, ocr listen on the next three, further router lanes "
+                             "on the ports after them (default: 8100)")
     parser.add_argument("--metrics-base-port", type=int, default=9100,
-                        help="router /metrics port; text, vision, ocr use the next three; 0 = none (default: 9100)")
+                        help="router /metrics port; the others follow in the same order; 0 = none (default: 9100)")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
 
@@ -187,10 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     try:
         mesh.start()
-        metrics = (f"Metrics: http://{mesh.host}:{mesh.metrics_port('router')}/metrics (text, vision, ocr on the "
-                   f"next three ports).\n" if mesh.metrics_base_port else "")
+        metrics = ("Metrics: " + ", ".join(f"{s} http://{mesh.host}:{mesh.metrics_port(s)}/metrics" for s in mesh.services)
+                   + ".\n" if mesh.metrics_base_port else "")
+        lanes = "".join(f"  {service} (lane {lane}) on {mesh.address(service)}\n"
+                        for service, lane in mesh.lanes.items() if lane)
         print(f"\nauditmesh is serving: router on {mesh.address('router')} "
-              f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n{metrics}"
+              f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
+              f"{'Router lanes (each tenant calls the lane of its QoS class):' + chr(10) + lanes if lanes else ''}{metrics}"
               f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
               f"--text 'hello there'\nCtrl-C stops it.\n", flush=True)
         while not stop:

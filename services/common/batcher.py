@@ -7,6 +7,12 @@ service never waits for the window). With `max_delay_ms` 0 this is continuous ba
 runs, new items queue up and form the next one, so batches grow by themselves under load. `max_concurrency` batches may run at
 the same time (1 for a local CPU model; more for a remote service).
 
+Priorities (Triton's dynamic-batcher semantics, so the router's KServe `priority` request
+parameter means the same to our services and to a Triton server): a submit may carry a priority
+level, lower = more urgent; 0 means unset and counts as `DEFAULT_PRIORITY`. Batches take the most
+urgent items first, oldest first within a level; an item that has waited `starvation_limit_ms` goes
+first whatever its level, so a busy urgent level cannot starve the others.
+
 Every item has one future, settled only through the "if not done" helpers; items whose caller has
 gone away (cancelled) are dropped before their batch runs. The queue is bounded: `submit` raises
 QueueFullError instead of growing without limit. `close` stops intake and finishes what was accepted.
@@ -25,7 +31,7 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Generic, Sequence, TypeVar
+from typing import Awaitable, Callable, Generic, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,9 +57,12 @@ class BatchingConfig:
     max_delay_ms: float = 0.0
     max_queue: int = 4096
     max_concurrency: int = 1
+    starvation_limit_ms: float = 200.0
 
     def __post_init__(self) -> None:
         validate_batching(self.max_batch_size, self.max_delay_ms, self.max_queue, self.max_concurrency)
+        if self.starvation_limit_ms <= 0:
+            raise ValueError(f"starvation_limit_ms must be > 0, got {self.starvation_limit_ms}")
 
 
 def validate_batching(max_batch_size: int, max_delay_ms: float, max_queue: int, max_concurrency: int) -> None:
@@ -79,11 +88,57 @@ class BatchReport:
     item_waits_s: tuple[float, ...] = ()  # each item's wait from submit to the batch starting, in order
 
 
+#: The level of a submit without a priority (the router sends realtime 1, standard 2, bulk 3).
+DEFAULT_PRIORITY = 2
+#: Levels as a model config reports them (Triton's `priority_levels`); higher values are still
+#: accepted and ordered after these.
+PRIORITY_LEVELS = 3
+
+
 @dataclass
 class _Pending(Generic[T, R]):
     value: T
     future: asyncio.Future[R]
     enqueued: float = field(default_factory=time.monotonic)
+
+
+class _LeveledQueue(Generic[T, R]):
+    """FIFO queues per priority level; `popleft` serves the most urgent level, unless some level's
+    oldest item has waited `starvation_limit_s` (then the level with the oldest head goes first)."""
+
+    def __init__(self, starvation_limit_s: float, clock: Callable[[], float]) -> None:
+        self._levels: dict[int, deque[_Pending[T, R]]] = {}
+        self._size = 0
+        self._starvation_limit_s = starvation_limit_s
+        self._clock = clock
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[_Pending[T, R]]:
+        for level in sorted(self._levels):
+            yield from self._levels[level]
+
+    def extend(self, level: int, items: Sequence[_Pending[T, R]]) -> None:
+        self._levels.setdefault(level, deque()).extend(items)
+        self._size += len(items)
+
+    def oldest_enqueued(self) -> float:
+        return min(queue[0].enqueued for queue in self._levels.values())
+
+    def popleft(self) -> _Pending[T, R]:
+        levels = sorted(self._levels)
+        chosen = levels[0]
+        if len(levels) > 1:
+            starving = min(levels, key=lambda level: self._levels[level][0].enqueued)
+            if self._clock() - self._levels[starving][0].enqueued >= self._starvation_limit_s:
+                chosen = starving
+        queue = self._levels[chosen]
+        item = queue.popleft()
+        if not queue:
+            del self._levels[chosen]
+        self._size -= 1
+        return item
 
 
 def _set_result_if_not_done(future: asyncio.Future[R], result: R) -> None:
@@ -106,7 +161,7 @@ class DynamicBatcher(Generic[T, R]):
         self.config = config
         self._on_batch = on_batch
         self._clock = clock
-        self._queue: deque[_Pending[T, R]] = deque()
+        self._queue: _LeveledQueue[T, R] = _LeveledQueue(config.starvation_limit_ms / 1000.0, clock)
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._running: set[asyncio.Task[None]] = set()
@@ -123,15 +178,16 @@ class DynamicBatcher(Generic[T, R]):
         if self._loop_task is None:
             self._loop_task = asyncio.get_running_loop().create_task(self._dispatch_loop())
 
-    async def submit(self, values: Sequence[T]) -> list[R]:
-        """Queue `values` and wait for all their results. Cancelling the caller drops its queued items."""
+    async def submit(self, values: Sequence[T], priority: int = 0) -> list[R]:
+        """Queue `values` at `priority` (lower = sooner; 0 = DEFAULT_PRIORITY) and wait for all their
+        results. Cancelling the caller drops its queued items."""
         if self._closing:
             raise BatcherClosedError("the service is shutting down and accepts no new work")
         if len(self._queue) + len(values) > self.config.max_queue:
             raise QueueFullError(f"queue full ({len(self._queue)} queued, limit {self.config.max_queue}); retry later")
         loop = asyncio.get_running_loop()
         pending = [_Pending[T, R](value, loop.create_future(), self._clock()) for value in values]
-        self._queue.extend(pending)
+        self._queue.extend(priority or DEFAULT_PRIORITY, pending)
         self._wakeup.set()
         try:
             return list(await asyncio.gather(*(p.future for p in pending)))
@@ -171,7 +227,7 @@ class DynamicBatcher(Generic[T, R]):
         # The window only pays off while other batches are running (work is arriving); an idle
         # service dispatches at once, so there is no fixed-window penalty at low load.
         if self.config.max_delay_ms > 0 and self._queue and self._running and not self._closing:
-            deadline = self._queue[0].enqueued + self.config.max_delay_ms / 1000.0
+            deadline = self._queue.oldest_enqueued() + self.config.max_delay_ms / 1000.0
             while len(self._live()) < self.config.max_batch_size and not self._closing:
                 remaining = deadline - self._clock()
                 if remaining <= 0:

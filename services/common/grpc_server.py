@@ -35,6 +35,15 @@ def grpc_options(max_message_bytes: int) -> list[tuple[str, int]]:
             ("grpc.max_send_message_length", max_message_bytes)]
 
 
+def server_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """A server's gRPC options: message sizes, and the backlog limits when `max_pending_calls` is set."""
+    options = grpc_options(config.max_message_bytes)
+    if config.max_pending_calls:
+        options += [("grpc.server.max_pending_requests", config.max_pending_calls // 2),
+                    ("grpc.server.max_pending_requests_hard_limit", config.max_pending_calls)]
+    return options
+
+
 class GrpcService:
     """A running grpc.aio server with health and reflection. `start` → `serve_until_signal` or `stop`.
 
@@ -68,7 +77,8 @@ class GrpcService:
     async def start(self) -> int:
         """Bind, register services, mark SERVING. Returns the bound port (useful with port 0)."""
         interceptors = [*server_interceptors(), *self._interceptors]
-        server = grpc.aio.server(options=grpc_options(self.config.max_message_bytes), interceptors=interceptors)
+        server = grpc.aio.server(options=server_options(self.config), interceptors=interceptors,
+                                 maximum_concurrent_rpcs=self.config.max_concurrent_rpcs or None)
         self._register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection([*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)

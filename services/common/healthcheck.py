@@ -1,4 +1,8 @@
-"""Container health probe: `python -m services.common.healthcheck HOST:PORT` exits 0 when SERVING."""
+"""Container health probe: `python -m services.common.healthcheck HOST:PORT` exits 0 when SERVING.
+
+A process at its `max_concurrent_rpcs` limit answers the probe itself with RESOURCE_EXHAUSTED: it is
+alive and working at capacity, so that also counts as healthy (a restart would only lose its work).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,11 @@ def main(argv: list[str]) -> int:
         try:
             status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=3).status
         except grpc.RpcError as error:
-            print(f"{argv[0]}: {error.code().name}", file=sys.stderr)
+            code = error.code()
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                print(f"{argv[0]}: busy (at its concurrent call limit), alive")
+                return 0
+            print(f"{argv[0]}: {code.name}", file=sys.stderr)
             return 1
     print(f"{argv[0]}: {health_pb2.HealthCheckResponse.ServingStatus.Name(status)}")
     return 0 if status == health_pb2.HealthCheckResponse.SERVING else 1

@@ -23,7 +23,7 @@ import numpy as np
 from opentelemetry.trace import SpanContext
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
-from services.common.batcher import BatchingConfig, BatchReport, DynamicBatcher, QueueFullError
+from services.common.batcher import DEFAULT_PRIORITY, PRIORITY_LEVELS, BatchingConfig, BatchReport, DynamicBatcher, QueueFullError
 from services.common.errors import FailedPreconditionError, status_for
 from services.common.kserve_codec import decode_inputs, encode_outputs
 from services.common.metrics import ModelMetrics
@@ -57,15 +57,17 @@ class ModelRunner:
         self.metrics = metrics
         self._executor = ThreadPoolExecutor(max_workers=batching.max_concurrency, thread_name_prefix=f"model-{model.name}")
         config = BatchingConfig(min(batching.max_batch_size, model.max_batch_size), batching.max_delay_ms,
-                                max(batching.max_queue, model.max_batch_size), batching.max_concurrency)
+                                max(batching.max_queue, model.max_batch_size), batching.max_concurrency,
+                                batching.starvation_limit_ms)
         self.batcher: DynamicBatcher[_Item, Row] = DynamicBatcher(self._run_batch, config=config, on_batch=self._record)
         if metrics is not None:
             metrics.describe(model.name, model.version, model.platform, lambda: self.batcher.queue_depth)
 
-    async def submit(self, rows: list[Row]) -> list[Row]:
-        """Queue `rows` (from one ModelInfer call) and wait for their output rows."""
+    async def submit(self, rows: list[Row], priority: int = 0) -> list[Row]:
+        """Queue `rows` (from one ModelInfer call) at `priority` (lower = sooner, 0 = default) and wait
+        for their output rows."""
         origin = current_span_context()
-        return await self.batcher.submit([_Item(row, origin) for row in rows])
+        return await self.batcher.submit([_Item(row, origin) for row in rows], priority)
 
     async def _run_batch(self, items: list[_Item]) -> list[Row]:
         stacked = {name: np.stack([item.row[name] for item in items]) for name in items[0].row}
@@ -146,6 +148,9 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         for spec in model.outputs:
             config.output.add(name=spec.name, data_type=_CONFIG_TYPES[spec.datatype], dims=list(spec.shape))
         config.dynamic_batching.max_queue_delay_microseconds = int(runner.batcher.config.max_delay_ms * 1000)
+        # The `priority` levels the batcher honours (services/common/batcher.py), as Triton reports them.
+        config.dynamic_batching.priority_levels = PRIORITY_LEVELS
+        config.dynamic_batching.default_priority_level = DEFAULT_PRIORITY
         for file in model.model_files():
             config.parameters[f"file:{file.name}"].string_value = f"version={file.version} sha256={file.sha256} license={file.license}"
         return service_pb2.ModelConfigResponse(config=config)
@@ -209,7 +214,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             if size > model.max_batch_size:
                 raise InvalidInputError(f"batch of {size} is over model {model.name!r}'s max_batch_size {model.max_batch_size}")
             rows = [{name: array[i] for name, array in arrays.items()} for i in range(size)]
-            results = await runner.submit(rows)
+            results = await runner.submit(rows, request_priority(request))
         except asyncio.CancelledError:  # the caller went away or its deadline passed
             self._count(model.name, grpc.StatusCode.CANCELLED)
             raise
@@ -261,3 +266,13 @@ def warm_up(models: Sequence[ServedModel]) -> float:
     for model in models:
         model.warmup()
     return time.monotonic() - started
+
+
+def request_priority(request: service_pb2.ModelInferRequest) -> int:
+    """The request's `priority` parameter (Triton's: uint64, lower = sooner; 0 or absent = default)."""
+    parameter = request.parameters.get("priority") if request.parameters else None
+    if parameter is None:
+        return 0
+    kind = parameter.WhichOneof("parameter_choice")
+    value = getattr(parameter, kind) if kind in ("uint64_param", "int64_param") else 0
+    return max(0, int(value))

@@ -42,6 +42,15 @@ class ServerConfig:
     grace_period_s: float = 10.0
     max_message_bytes: int = 32 * 1024 * 1024
     metrics_listen: str = ""  # host:port of the Prometheus /metrics endpoint; "" = none
+    #: Calls in progress at once (streams count as one); beyond it gRPC answers RESOURCE_EXHAUSTED
+    #: ("Concurrent RPC limit exceeded!") before any Python handler runs: the cheapest rejection
+    #: there is, so an overloaded process answers at once instead of queueing. 0 = no limit.
+    max_concurrent_rpcs: int = 0
+    #: Calls gRPC holds that Python has not picked up yet (its backlog, while the event loop is busy).
+    #: Past half of this gRPC starts refusing new calls at random, past all of it every new call,
+    #: with CANCELLED, in C, at once (gRPC's `grpc.server.max_pending_requests` soft and hard
+    #: limits). 0 = gRPC's defaults (1000 / 3000): a backlog that deep takes seconds to drain here.
+    max_pending_calls: int = 0
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")
@@ -50,6 +59,10 @@ class ServerConfig:
         host, sep, port = self.metrics_listen.rpartition(":")
         if self.metrics_listen and (not sep or not host or not port.isdigit()):
             raise ValueError(f"metrics_listen must be host:port or empty, got {self.metrics_listen!r}")
+        if self.max_pending_calls < 0 or self.max_pending_calls == 1:
+            raise ValueError(f"max_pending_calls must be 0 (gRPC's default) or >= 2, got {self.max_pending_calls}")
+        if self.max_concurrent_rpcs < 0:
+            raise ValueError(f"max_concurrent_rpcs must be >= 0 (0 = no limit), got {self.max_concurrent_rpcs}")
         if self.grace_period_s < 0:
             raise ValueError(f"grace_period_s must be >= 0, got {self.grace_period_s}")
         if self.max_message_bytes < 4 * 1024 * 1024:

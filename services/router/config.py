@@ -2,7 +2,12 @@
 
 Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUDITMESH_METRICS_LISTEN`,
 `AUDITMESH_TEXT_URL`, `AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`,
-`AUDITMESH_POLICIES_DIR`, `AUDITMESH_POLICY_STORE`, `AUDITMESH_AUDIT_LOG`, `AUDITMESH_ADMIN_KEYS_FILE`.
+`AUDITMESH_POLICIES_DIR`, `AUDITMESH_POLICY_STORE`, `AUDITMESH_AUDIT_LOG`, `AUDITMESH_ADMIN_KEYS_FILE`,
+`AUDITMESH_LANE` (the `--lane`).
+
+With `lanes:` (services/router/lanes.py) each router process serves one lane: the lane's `listen`
+and `metrics_listen` replace `server.listen` and `server.metrics_listen` (and AUDITMESH_LISTEN /
+AUDITMESH_METRICS_LISTEN still override those, for the process they are set for).
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-from services.common.config import load_yaml_file
+from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
 from services.common.service_config import ServerConfig, server_from_env
 from services.router.admin_auth import AdminKey
 from services.router.canary import RollbackBounds
+from services.router.lanes import Lane, pick_lane, validate_lanes
 from services.router.scheduler import SchedulingConfig
 
 MODALITIES = ("text", "vision", "ocr")
@@ -26,6 +32,7 @@ ENV_POLICIES_DIR = "AUDITMESH_POLICIES_DIR"
 ENV_POLICY_STORE = "AUDITMESH_POLICY_STORE"
 ENV_AUDIT_LOG = "AUDITMESH_AUDIT_LOG"
 ENV_ADMIN_KEYS_FILE = "AUDITMESH_ADMIN_KEYS_FILE"
+ENV_LANE = "AUDITMESH_LANE"
 
 
 @dataclass(frozen=True)
@@ -104,18 +111,35 @@ class RouterConfig:
     deadlines: Deadlines = field(default_factory=Deadlines)
     limits: RequestLimits = field(default_factory=RequestLimits)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    #: Ingress lanes (services/router/lanes.py); () = one process serving every class.
+    lanes: tuple[Lane, ...] = ()
+    #: The lane this process serves (set by `load_router_config` from --lane); None without lanes.
+    lane: Lane | None = None
 
     def __post_init__(self) -> None:
+        validate_lanes(self.lanes)
+        if self.lane is not None and self.lane not in self.lanes:
+            raise ValueError("lane: the lane is chosen with --lane (or AUDITMESH_LANE), not set in the file")
         missing = [m for m in MODALITIES if m not in self.upstreams]
         extra = [m for m in self.upstreams if m not in MODALITIES]
         if missing or extra:
             raise ValueError(f"upstreams must have exactly {list(MODALITIES)}; missing {missing}, unknown {extra}")
 
 
-def load_router_config(path: Path) -> RouterConfig:
-    """Load `path`, then apply the environment overrides."""
+def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
+    """Load `path`, select the lane (`lane`, else AUDITMESH_LANE, else the first one), then apply the
+    environment overrides. ConfigError for an unknown lane."""
     config = load_yaml_file(path, RouterConfig)
     env = os.environ
+    try:
+        chosen = pick_lane(config.lanes, lane or env.get(ENV_LANE) or None)
+    except ValueError as error:
+        raise ConfigError(str(path), "lanes", str(error)) from None
+    if chosen is not None:
+        config = replace(config, lane=chosen, server=replace(
+            config.server, listen=chosen.listen, metrics_listen=chosen.metrics_listen,
+            max_concurrent_rpcs=chosen.max_concurrent_rpcs or config.server.max_concurrent_rpcs,
+            max_pending_calls=chosen.max_pending_calls or config.server.max_pending_calls))
     config = replace(config, server=server_from_env(config.server, env))
     upstreams = {m: replace(u, url=env[ENV_UPSTREAM_URL[m]]) if env.get(ENV_UPSTREAM_URL[m]) else u
                  for m, u in config.upstreams.items()}

@@ -5,7 +5,10 @@ service are ordered by QoS class and tenant fairness, cut to meet their deadline
 KServe v2 `ModelInfer` call (tensor [N, 1] of BYTES) sent with `tritonclient.grpc.aio`, so a Triton
 Inference Server can stand in for any modality service. There is one channel per QoS class, opened
 with the class's DSCP value (`grpc.dscp`) so the kernel (ebpf/) can prioritise the packets; a batch
-goes out on the channel of the highest class in it. The downstream call carries a gRPC deadline
+goes out on the channel of the highest class in it, and carries that class as the KServe request's
+`priority` parameter (class position + 1: realtime 1, standard 2, bulk 3; lower = sooner, as in
+Triton's dynamic batcher), so a modality service shared by several router lanes serves the most
+urgent batches first. The downstream call carries a gRPC deadline
 equal to the latest deadline in the batch; each caller still waits only until its own deadline, and a
 caller that gives up leaves the queue at once.
 
@@ -124,12 +127,13 @@ class ModalityDispatcher:
         tensor = InferInput(self.input_name, [len(batch), 1], "BYTES")
         tensor.set_data_from_numpy(np.array([[job.payload[0]] for job in batch], dtype=np.object_))
         outputs = [InferRequestedOutput(name) for name in self.output_names]
-        client = self._clients[min(min(job.priority for job in batch), len(self._clients) - 1)]
+        top = min(job.priority for job in batch)
+        client = self._clients[min(top, len(self._clients) - 1)]
         try:
             with batch_span(f"dispatch {self.modality}", [job.payload[1] for job in batch],
                             {"auditmesh.upstream": self.modality}):
                 result = await client.infer(self.upstream.model, [tensor], model_version=self.upstream.model_version,
-                                            outputs=outputs, client_timeout=timeout)
+                                            outputs=outputs, client_timeout=timeout, priority=top + 1)
         except InferenceServerException as error:
             status = str(error.status() or "")
             if "DEADLINE_EXCEEDED" in status:

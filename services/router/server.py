@@ -36,6 +36,7 @@ from services.router.admission import Admission, OverQuotaError
 from services.router.config import RouterConfig, load_router_config
 from services.router.convert import error_response, raw_parts, response_for, status_with_retry
 from services.router.dispatch import ModalityDispatcher
+from services.router.lanes import LaneGate, apply_nice, check_classes_covered
 from services.router.lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.metrics import UNKNOWN, RouterMetrics, SchedulerCollector
 from services.router.pipeline import Outcome, Pipeline
@@ -74,6 +75,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         self.lifecycle = lifecycle
         self.pipeline = pipeline
         self.admission = Admission()
+        self.lane_gate = LaneGate(config.lane, config.lanes)
         self.metrics = metrics if metrics is not None else RouterMetrics(new_registry("router", __version__))
 
     @property
@@ -96,6 +98,13 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         else:
             budget = min(default_ms, max_ms) / 1000.0
         return time.monotonic() + budget
+
+    def _authenticate(self, context: grpc.aio.ServicerContext) -> Tenant:
+        """The calling tenant (UnauthenticatedError), if this process's lane serves its class
+        (PermissionDeniedError naming the right lane otherwise)."""
+        tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+        self.lane_gate.check(tenant.id, tenant.qos_class)
+        return tenant
 
     def _requester(self, tenant: Tenant) -> Requester:
         return Requester(tenant.id, self.state.tenants.priority(tenant), tenant.weight)
@@ -153,7 +162,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         with request_scope(request.request_id):
             tenant: Tenant | None = None
             try:
-                tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+                tenant = self._authenticate(context)
                 deadline = self._deadline(tenant, context, request.deadline_ms)
             except Exception as error:
                 self._refused(tenant, error)
@@ -171,7 +180,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         with request_scope():
             tenant: Tenant | None = None
             try:
-                tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+                tenant = self._authenticate(context)
                 limit = self.config.limits.max_batch_items
                 if len(request.items) > limit:
                     raise LimitExceededError(f"batch has {len(request.items)} items; the limit is {limit}")
@@ -202,7 +211,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
     async def ModerateStream(self, request_iterator: AsyncIterator[pb.ModerateRequest],
                              context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ModerateResponse]:
         try:
-            tenant = self.state.tenants.authenticate(api_key_from(context.invocation_metadata()))
+            tenant = self._authenticate(context)
         except Exception as error:
             self._refused(None, error)
             await _abort(context, error)
@@ -336,6 +345,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "AUDITMESH_METRICS_LISTEN ('off' for none), AUDITMESH_{TEXT,VISION,OCR}_URL, "
                              "AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR override it. Tracing: OTEL_TRACES_EXPORTER "
                              "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT")
+    parser.add_argument("--lane", default=None,
+                        help="with `lanes:` in the config, the lane this process serves (its port and QoS classes; "
+                             "default: env AUDITMESH_LANE, else the first lane). Run one process per lane.")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
@@ -351,8 +363,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging("router", args.log_level, args.log_format)
     try:
-        config = load_router_config(args.config)
+        config = load_router_config(args.config, args.lane)
         lifecycle = PolicyLifecycle.open(config)  # fails before binding the port on a bad tenants or policy file
+        try:
+            check_classes_covered(config.lanes, [c.name for c in lifecycle.runtime.snapshot.tenants.qos_classes])
+        except ValueError as error:
+            raise ConfigError(str(args.config), "lanes", str(error)) from None
+        if config.lane is not None:
+            others = [lane.name for lane in config.lanes if lane is not config.lane]
+            log.info("lane %s: serving QoS classes %s on %s; other lanes (their own processes): %s", config.lane.name,
+                     ", ".join(config.lane.classes), config.server.listen, ", ".join(others) or "none")
+        apply_nice(config.lane)
         setup_tracing("router")  # before any channel exists: the upstream channels must be instrumented
     except (ConfigError, ValueError) as error:  # ValueError: an OTEL_* variable with a bad value
         print(f"router: {error}", file=sys.stderr)

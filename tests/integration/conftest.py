@@ -13,7 +13,7 @@ import grpc
 import pytest
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import ROOT, Mesh, free_base_port
+from services.launcher import ROOT, Mesh, free_base_port, mesh_services
 from services.router.tenants import hash_key
 
 KEY_A, KEY_B = "test-key-tenant-a", "test-key-tenant-b"
@@ -39,12 +39,14 @@ def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def mesh(tenants_file: Path) -> Iterator[Mesh]:
-    """All four services, started once for the session and stopped (gracefully) at the end."""
+    """Every service (text, vision, OCR, and a router per lane of config/router.yaml), started once for
+    the session and stopped (gracefully) at the end."""
     repository = ROOT / "model_repository"
     if not (repository / ".built").exists() and not (repository / "toxicity_en").exists():
         pytest.fail(f"model repository {repository} is missing: run `make models` (make test does)")
-    base = free_base_port(8)  # gRPC on base .. base+3, /metrics on base+4 .. base+7
-    running = Mesh(base_port=base, metrics_base_port=base + 4, extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+    count = len(mesh_services())
+    base = free_base_port(2 * count)  # gRPC on base .. base+count-1, then /metrics on the next count ports
+    running = Mesh(base_port=base, metrics_base_port=base + count, extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
     try:
         running.start()
         yield running

@@ -1,5 +1,6 @@
-"""Multi-tenant behaviour through the real mesh: a bulk flood does not stop a realtime tenant, quotas
-answer RESOURCE_EXHAUSTED with RetryInfo. Generous bounds: correctness checks, not benchmarks."""
+"""Multi-tenant behaviour through the real mesh: a bulk flood (on the bulk lane) does not stop a
+realtime tenant (on the interactive lane), a tenant calling the wrong lane is told which lane is its,
+quotas answer RESOURCE_EXHAUSTED with RetryInfo. Generous bounds: correctness checks, not benchmarks."""
 
 from __future__ import annotations
 
@@ -43,16 +44,36 @@ def test_quota_rejection_carries_retry_info(stub: pb_grpc.ModerationServiceStub)
     assert codes[:3] == ["OK"] * 3 and "RESOURCE_EXHAUSTED" in codes
 
 
-async def _flood_and_chat(address: str) -> tuple[list[float], int, dict[str, int]]:
+def test_a_tenant_on_the_wrong_lane_is_told_its_lane(mesh: Mesh, stub: pb_grpc.ModerationServiceStub) -> None:
+    try:
+        moderate(stub, "hello", key=KEY_FLOOD)  # a bulk tenant on the interactive lane
+        raise AssertionError("the interactive lane served a bulk tenant")
+    except grpc.RpcError as error:
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "served by lane 'bulk'; this is lane 'interactive'" in error.details(), error.details()
+    with grpc.insecure_channel(mesh.address("router-bulk")) as channel:
+        bulk = pb_grpc.ModerationServiceStub(channel)
+        assert moderate(bulk, "hello", key=KEY_FLOOD).decision == pb.ALLOW
+        try:
+            moderate(bulk, "hello", key=KEY_CHAT)
+            raise AssertionError("the bulk lane served a realtime tenant")
+        except grpc.RpcError as error:
+            assert error.code() == grpc.StatusCode.PERMISSION_DENIED and "lane 'interactive'" in error.details()
+
+
+async def _flood_and_chat(chat_address: str, flood_address: str) -> tuple[list[float], int, dict[str, int]]:
     image = render_text_image(["bulk rescan item", "批量复查"], seed=11)
-    async with grpc.aio.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)]) as channel:
+    options = [("grpc.max_send_message_length", 64 << 20)]
+    async with grpc.aio.insecure_channel(chat_address, options=options) as channel, \
+            grpc.aio.insecure_channel(flood_address, options=options) as flood_channel:
         stub = pb_grpc.ModerationServiceStub(channel)
+        flood_stub = pb_grpc.ModerationServiceStub(flood_channel)
         outcomes: dict[str, int] = {}
         stop = asyncio.Event()
 
         async def flood_one(i: int) -> None:
             try:
-                response = await stub.Moderate(pb.ModerateRequest(item=item(f"bulk text {i}", image)),
+                response = await flood_stub.Moderate(pb.ModerateRequest(item=item(f"bulk text {i}", image)),
                                                metadata=[("x-api-key", KEY_FLOOD)], timeout=2.0)
                 kind = "OK_DEGRADED" if response.degraded else "OK"
                 outcomes[kind] = outcomes.get(kind, 0) + 1
@@ -87,7 +108,7 @@ async def _flood_and_chat(address: str) -> tuple[list[float], int, dict[str, int
 
 
 def test_realtime_tenant_keeps_answering_under_a_bulk_flood(mesh: Mesh) -> None:
-    latencies, failures, flood_outcomes = asyncio.run(_flood_and_chat(mesh.address("router")))
+    latencies, failures, flood_outcomes = asyncio.run(_flood_and_chat(mesh.address("router"), mesh.address("router-bulk")))
     assert failures == 0, f"chat requests failed during the flood; flood outcomes {flood_outcomes}"
     assert max(latencies) < 1.0
     assert sum(flood_outcomes.values()) > 50

@@ -3,7 +3,8 @@
 Checks for every compose service: its Dockerfile exists and runs the same command; the command's
 module exists and its --config file loads and names that service; the listen port agrees across
 compose env, Dockerfile ENV/EXPOSE/HEALTHCHECK and the router's upstream URLs; every AUDITMESH_* env
-name used is one the code reads.
+name used is one the code reads; every router lane in config/router.yaml has its container, on the
+lane's port, sharing the policy store volume with the other lanes.
 """
 
 from __future__ import annotations
@@ -17,13 +18,21 @@ import pytest
 import yaml
 
 from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, load_service_config
-from services.router.config import ENV_POLICIES_DIR, ENV_TENANTS_FILE, ENV_UPSTREAM_URL, load_router_config
+from services.launcher import mesh_services
+from services.router.config import ENV_LANE, ENV_POLICIES_DIR, ENV_TENANTS_FILE, ENV_UPSTREAM_URL, load_router_config
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-KNOWN_ENV = {ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, ENV_TENANTS_FILE, ENV_POLICIES_DIR,
+KNOWN_ENV = {ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, ENV_TENANTS_FILE, ENV_POLICIES_DIR, ENV_LANE,
              *ENV_UPSTREAM_URL.values()}
+ROUTERS = [name for name in SERVICES if name.startswith("router")]
+#: Containers whose image's own port is not theirs (the bulk lane runs the router image on another port).
+LANE_CONTAINERS = [name for name in ROUTERS if name != "router"]
+
+
+def module(name: str) -> str:
+    return "router" if name in ROUTERS else name
 
 
 def dockerfile(name: str) -> str:
@@ -34,52 +43,67 @@ def listen_port(name: str) -> int:
     return int(SERVICES[name]["environment"]["AUDITMESH_LISTEN"].rpartition(":")[2])
 
 
-def test_one_container_per_service() -> None:
-    assert set(SERVICES) == {"router", "text", "vision", "ocr"}
+def test_one_container_per_service_and_router_lane() -> None:
+    assert set(SERVICES) == set(mesh_services())
+    assert LANE_CONTAINERS  # the shipped config has a bulk lane
 
 
-@pytest.mark.parametrize("name", ["router", "text", "vision", "ocr"])
+@pytest.mark.parametrize("name", list(SERVICES))
 def test_command_module_config_and_dockerfile_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     service = SERVICES[name]
     command = service["command"]
-    assert command[:2] == ["python", "-m"] and command[2] == f"services.{name}.server"
+    assert command[:2] == ["python", "-m"] and command[2] == f"services.{module(name)}.server"
     assert importlib.util.find_spec(command[2]) is not None
     cmd_line = re.search(r"^CMD (\[.*\])$", dockerfile(name), re.M)
     assert cmd_line and json.loads(cmd_line.group(1)) == command
     config_path = ROOT / command[command.index("--config") + 1]
     for key, value in service["environment"].items():
         monkeypatch.setenv(key, str(value))
-    if name == "router":
+    if name in ROUTERS:
         config = load_router_config(config_path)
         assert config.server.listen == service["environment"]["AUDITMESH_LISTEN"]
         assert (ROOT / config.tenants_file).exists() and (ROOT / config.policies_dir).is_dir()
+        assert config.lane is not None and config.lane.port == str(listen_port(name))
+        assert config.lane.metrics_listen.rpartition(":")[2] == service["environment"]["AUDITMESH_METRICS_LISTEN"].rpartition(":")[2]
+        assert name == ("router" if config.lane is config.lanes[0] else f"router-{config.lane.name}")
     else:
         assert load_service_config(config_path).service == name
 
 
-@pytest.mark.parametrize("name", ["router", "text", "vision", "ocr"])
+@pytest.mark.parametrize("name", list(SERVICES))
 def test_ports_agree_everywhere(name: str) -> None:
     port = listen_port(name)
-    text = dockerfile(name)
-    assert f"EXPOSE {port}" in text
-    assert f"AUDITMESH_LISTEN=0.0.0.0:{port}" in text
-    assert f'"127.0.0.1:{port}"]' in text  # HEALTHCHECK probes the same port
+    if name in LANE_CONTAINERS:  # the router image on the lane's port: compose overrides the health probe
+        assert SERVICES[name]["healthcheck"]["test"][-1] == f"127.0.0.1:{port}"
+    else:
+        text = dockerfile(name)
+        assert f"EXPOSE {port}" in text
+        assert f"AUDITMESH_LISTEN=0.0.0.0:{port}" in text
+        assert f'"127.0.0.1:{port}"]' in text  # HEALTHCHECK probes the same port
     published = [str(p) for p in SERVICES[name].get("ports", [])] + [str(p) for p in SERVICES[name].get("expose", [])]
     assert any(p == str(port) or p.endswith(f":{port}") for p in published)
 
 
-@pytest.mark.parametrize("name", ["router", "text", "vision", "ocr"])
+def test_router_lanes_share_the_policy_store_volume() -> None:
+    volumes = [set(SERVICES[name].get("volumes", [])) for name in ROUTERS]
+    shared = set.intersection(*volumes)
+    assert any(v.endswith(":/app/var") for v in shared), volumes  # lifecycle.store_path is var/... under /app
+    assert load_router_config(ROOT / "config/router.yaml").lifecycle.store_path.startswith("var/")
+
+
+@pytest.mark.parametrize("name", list(SERVICES))
 def test_metrics_endpoint_listens_on_all_interfaces_and_is_exposed(name: str) -> None:
     listen = SERVICES[name]["environment"]["AUDITMESH_METRICS_LISTEN"]
     assert listen.startswith("0.0.0.0:")  # the config files' 127.0.0.1 would be unreachable from Prometheus
     assert listen.rpartition(":")[2] in [str(p) for p in SERVICES[name]["expose"]]
 
 
-def test_router_upstreams_point_at_the_modality_containers() -> None:
-    env = SERVICES["router"]["environment"]
+@pytest.mark.parametrize("name", ROUTERS)
+def test_router_upstreams_point_at_the_modality_containers(name: str) -> None:
+    env = SERVICES[name]["environment"]
     for modality, variable in ENV_UPSTREAM_URL.items():
         assert env[variable] == f"{modality}:{listen_port(modality)}"
-        assert modality in SERVICES["router"]["depends_on"]
+        assert modality in SERVICES[name]["depends_on"]
 
 
 def test_only_env_names_the_code_reads() -> None:

@@ -176,3 +176,46 @@ async def test_report_gives_each_items_queue_wait() -> None:
     await batcher.close()
     assert [r.size for r in reports] == [1, 2]
     assert reports[1].item_waits_s == (1.0, 0.5) and reports[1].queue_wait_s == 1.0
+
+
+async def test_urgent_priority_levels_go_first_fifo_within_a_level() -> None:
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=3))
+    batcher.start()
+    busy = asyncio.create_task(batcher.submit([0]))  # occupies the only slot
+    await asyncio.sleep(0.01)
+    bulk = [asyncio.create_task(batcher.submit([i], priority=3)) for i in (31, 32)]
+    unset = asyncio.create_task(batcher.submit([20]))  # no priority: DEFAULT_PRIORITY (2)
+    await asyncio.sleep(0.001)
+    realtime = [asyncio.create_task(batcher.submit([i], priority=1)) for i in (11, 12)]
+    await asyncio.sleep(0.01)
+    recorder.release.set()
+    await asyncio.gather(busy, *bulk, unset, *realtime)
+    assert recorder.batches == [[0], [11, 12, 20], [31, 32]]
+    await batcher.close()
+
+
+async def test_a_starving_level_goes_first_once_its_oldest_item_waited_the_limit() -> None:
+    now = [0.0]
+    recorder = Recorder()
+    recorder.release.clear()
+    batcher = DynamicBatcher(recorder, config=BatchingConfig(max_batch_size=2, starvation_limit_ms=100),
+                             clock=lambda: now[0])
+    batcher.start()
+    busy = asyncio.create_task(batcher.submit([0]))
+    await asyncio.sleep(0.01)
+    old_bulk = asyncio.create_task(batcher.submit([30], priority=3))
+    await asyncio.sleep(0.001)  # queued at t=0
+    now[0] = 0.2  # the bulk item has now waited 200 ms, over the 100 ms limit
+    realtime = [asyncio.create_task(batcher.submit([i], priority=1)) for i in (11, 12, 13)]
+    await asyncio.sleep(0.01)
+    recorder.release.set()
+    await asyncio.gather(busy, old_bulk, *realtime)
+    assert recorder.batches[1][0] == 30, recorder.batches  # served before the realtime items that arrived after it
+    await batcher.close()
+
+
+def test_starvation_limit_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="starvation_limit_ms"):
+        BatchingConfig(starvation_limit_ms=0)
