@@ -1,0 +1,35 @@
+"""The launcher's Mesh starts one router process per lane of router.yaml, on the ports after the
+modality services, each told its lane (no processes are started here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.launcher import ROOT, Mesh, mesh_services
+
+
+def test_shipped_mesh_has_a_router_per_lane_after_the_modality_services() -> None:
+    assert mesh_services() == ("router", "text", "vision", "ocr", "router-bulk")
+    mesh = Mesh(20000, metrics_base_port=21000)
+    assert mesh.routers == ("router", "router-bulk")
+    assert [mesh.port(s) for s in mesh.services] == [20000, 20001, 20002, 20003, 20004]
+    assert mesh.metrics_port("router-bulk") == 21004
+    assert mesh.router_for("realtime") == "router" and mesh.router_for("bulk") == "router-bulk"
+    env = mesh._env("router-bulk")
+    assert env["AUDITMESH_LANE"] == "bulk" and env["AUDITMESH_LISTEN"] == "127.0.0.1:20004"
+    assert env["AUDITMESH_TEXT_URL"] == "127.0.0.1:20001"
+    assert mesh._env("router")["AUDITMESH_POLICY_STORE"] == env["AUDITMESH_POLICY_STORE"]  # lanes are replicas
+    with pytest.raises(ValueError, match="unknown service"):
+        mesh.port("router-fast")
+
+
+def test_a_config_without_lanes_runs_one_router(tmp_path: Path) -> None:
+    text = (ROOT / "config" / "router.yaml").read_text(encoding="utf-8")
+    start, end = text.index("lanes:"), text.index("tenants_file:")
+    (tmp_path / "router.yaml").write_text(text[:start] + text[end:], encoding="utf-8")
+    mesh = Mesh(20000, config_dir=tmp_path)
+    assert mesh.services == ("router", "text", "vision", "ocr") and mesh.routers == ("router",)
+    assert mesh.router_for("bulk") == "router"
+    assert "AUDITMESH_LANE" not in mesh._env("router")
