@@ -58,7 +58,7 @@ class ModelRunner:
         self._executor = ThreadPoolExecutor(max_workers=batching.max_concurrency, thread_name_prefix=f"model-{model.name}")
         config = BatchingConfig(min(batching.max_batch_size, model.max_batch_size), batching.max_delay_ms,
                                 max(batching.max_queue, model.max_batch_size), batching.max_concurrency,
-                                batching.starvation_limit_ms)
+                                batching.starvation_limit_ms, batching.inline_max_batch_size)
         self.batcher: DynamicBatcher[_Item, Row] = DynamicBatcher(self._run_batch, config=config, on_batch=self._record)
         if metrics is not None:
             metrics.describe(model.name, model.version, model.platform, lambda: self.batcher.queue_depth)
@@ -71,9 +71,11 @@ class ModelRunner:
 
     async def _run_batch(self, items: list[_Item]) -> list[Row]:
         stacked = {name: np.stack([item.row[name] for item in items]) for name in items[0].row}
-        loop = asyncio.get_running_loop()
         with batch_span(f"batch {self.model.name}", [item.origin for item in items], {"auditmesh.model": self.model.name}):
-            outputs = await loop.run_in_executor(self._executor, self.model.infer, stacked)
+            if len(items) <= self.batcher.config.inline_max_batch_size:
+                outputs = self.model.infer(stacked)  # cheaper than two thread hand-offs (BatchingConfig)
+            else:
+                outputs = await asyncio.get_running_loop().run_in_executor(self._executor, self.model.infer, stacked)
         return [{name: array[i] for name, array in outputs.items()} for i in range(len(items))]
 
     def _record(self, report: BatchReport) -> None:

@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from services.router.fusion import Evidence, ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
@@ -51,7 +51,16 @@ class AuditRecord:
     content: tuple[str, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON-ready values (built by hand: `dataclasses.asdict` deep-copies, and this runs for
+        every decision)."""
+        return {"audit_id": self.audit_id, "request_id": self.request_id, "item_id": self.item_id,
+                "tenant": self.tenant, "time": self.time, "decision": self.decision,
+                "categories": [{"category": c.category, "score": c.score, "action": c.action, "rule": c.rule}
+                               for c in self.categories],
+                "policy_name": self.policy_name, "policy_version": self.policy_version,
+                "models": [[name, version] for name, version in self.models],
+                "evidence": [dict(e) for e in self.evidence], "degraded": self.degraded,
+                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content)}
 
     @classmethod
     def from_json_dict(cls, data: Mapping[str, Any]) -> AuditRecord:

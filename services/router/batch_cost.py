@@ -36,6 +36,7 @@ class BatchCost:
         if window < MIN_SAMPLES_FOR_FIT:
             raise ValueError(f"window must be >= {MIN_SAMPLES_FOR_FIT}, got {window}")
         self._samples: deque[tuple[int, float]] = deque(maxlen=window)
+        self._fit: CostEstimate | None = None  # cached until the next observation (read per submit)
 
     @property
     def samples(self) -> int:
@@ -45,11 +46,15 @@ class BatchCost:
         """Record one finished batch."""
         if batch_size >= 1 and duration_s >= 0:
             self._samples.append((batch_size, duration_s))
+            self._fit = None
 
     def estimate(self) -> CostEstimate | None:
         """The current fit, or None before any batch has been observed."""
-        if not self._samples:
-            return None
+        if self._fit is None and self._samples:
+            self._fit = self._least_squares()
+        return self._fit
+
+    def _least_squares(self) -> CostEstimate:
         sizes = [n for n, _ in self._samples]
         durations = [d for _, d in self._samples]
         count = len(sizes)

@@ -219,3 +219,8 @@ async def test_a_starving_level_goes_first_once_its_oldest_item_waited_the_limit
 def test_starvation_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="starvation_limit_ms"):
         BatchingConfig(starvation_limit_ms=0)
+
+
+def test_inline_batch_size_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="inline_max_batch_size"):
+        BatchingConfig(inline_max_batch_size=-1)

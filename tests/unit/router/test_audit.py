@@ -79,3 +79,16 @@ def test_full_buffer_drops_the_oldest_and_counts(tmp_path: Path) -> None:
         store.append(record_for("acme", item=f"i{i}"))
     assert store.dropped == 1 and store.flush() == 2
     assert [r.item_id for r in store.query("acme")[0]] == ["i1", "i2"]
+
+
+def test_json_dict_has_every_field_and_round_trips() -> None:
+    import dataclasses
+    import json
+
+    from services.router.audit import AuditCategory, AuditRecord
+    record = AuditRecord("a1", "r1", "i1", "acme", 12.5, "block", (AuditCategory("hate", 0.9, "block", "threshold"),),
+                         "default", "v1", (("toxicity_en", "3"),), ({"kind": "image_score", "part": 0},), True, "candidate",
+                         {"k": "v"}, ("text",))
+    data = json.loads(json.dumps(record.to_json_dict()))
+    assert set(data) == {f.name for f in dataclasses.fields(AuditRecord)}
+    assert AuditRecord.from_json_dict(data) == record
