@@ -1,6 +1,6 @@
 """The mesh benchmark: knee, baselines, isolation and low load in one run, on the real mesh. Prints JSON.
 
-    python -m bench.mesh_bench [--quick] [--scenario direct|unbatched|auditmesh|isolation|lowload ...]
+    python -m bench.mesh_bench [--quick] [--scenario direct|unbatched|auditmesh|batched|isolation|lowload ...]
                                [--mix text|image|mixed ...] [--slo-text-ms 50] [--slo-image-ms 1000]
 
 In order, each on a quiet machine (one thing at a time):
@@ -8,8 +8,9 @@ In order, each on a quiet machine (one thing at a time):
   2. `unbatched`: text, vision and OCR services with batching off, called one item per RPC
      (bench/unbatched_target.py), knee per mix;
   3. the auditmesh mesh (router + services, shipped configs, bench tenants): `lowload` (1 item/s),
-     `auditmesh` (knee per mix through the router), `isolation` (realtime tenant alone, then under
-     a bulk flood of 5x the measured text capacity).
+     `auditmesh` (knee per mix through the router, one item per Moderate call), `batched` (the text
+     knee with 32 items per ModerateBatch call), `isolation` (realtime tenant alone, then under a
+     bulk flood of 5x the measured text capacity).
 Then the ratios auditmesh/direct and auditmesh/unbatched per mix at the SLO, and the issue's targets
 next to the measured values. Progress goes to stderr. `--quick` is a smoke run (tiny steps, no
 meaningful numbers) used by tests/bench.
@@ -39,14 +40,16 @@ from bench.machine import CpuAccount, machine
 from bench.meshes import auditmesh_mesh, modality_clients, running_mesh, unbatched_mesh
 from bench.modelstats import StatsProbe
 from bench.payloads import BenchInputs
-from bench.router_target import CHANNEL_OPTIONS, HealthSender, RouterSender
+from bench.router_target import CHANNEL_OPTIONS, BatchRouterSender, HealthSender, RouterSender
 from bench.scenarios import BULK, MIXES, REALTIME, TENANTS, Plan, Slo
 from bench.stats import ratio
 from bench.steps import sweep, wait_idle
 from bench.unbatched_target import UnbatchedSender
 from services.launcher import Mesh
 
-SCENARIOS = ("direct", "unbatched", "auditmesh", "isolation", "lowload")
+SCENARIOS = ("direct", "unbatched", "auditmesh", "batched", "isolation", "lowload")
+#: `batched`: text items per ModerateBatch call (clients that batch, e.g. a bulk re-scan).
+BATCH_ITEMS_PER_CALL = 32
 
 
 async def warm_up(sender: Sender, kinds: Sequence[str], tenant: str, per_kind: int = 4) -> None:
@@ -105,12 +108,30 @@ async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
                 result["mixes"] = mixes
                 result["degraded_by_tenant"] = dict(sender.degraded)
                 result["error_details"] = dict(sender.error_details.most_common())
+            if "batched" in scenarios:
+                result["batched"] = await sweep_batched(channels, inputs, probe, tenants, slo, plan, cpu)
             if "isolation" in scenarios:
                 text = (mixes.get("text") or ({"capacity_rps": plan.capacity_rps} if plan.capacity_rps else None)
                         or await sweep(sender, probe, MIXES["text"], tenants, slo, plan, label="capacity", cpu=cpu))
                 result["isolation"] = await run_isolation(mesh.address(mesh.router_for(BULK.qos_class)), channel, probe, inputs,
                                                           capacity_rps=text["capacity_rps"], slo=slo, plan=plan, cpu=cpu)
     return result
+
+
+async def sweep_batched(channels: Mapping[str, grpc.aio.Channel], inputs: BenchInputs, probe: StatsProbe,
+                        tenants: Mapping[str, float], slo: Slo, plan: Plan, cpu: ProcessCpu) -> dict[str, Any]:
+    """The text knee when clients send `BATCH_ITEMS_PER_CALL` items per ModerateBatch call: rates are
+    calls/s, each call must meet the text SLO as a whole; `knee_items_per_s` = knee goodput x items."""
+    sender = BatchRouterSender(channels, inputs, keys={t.id: t.key for t in TENANTS}, deadlines_s=slo.deadlines_s(),
+                               items_per_call=BATCH_ITEMS_PER_CALL)
+    text = MIXES["text"]
+    mix = replace(text, start_rps=max(text.start_rps / BATCH_ITEMS_PER_CALL, 1.0),
+                  max_rps=text.max_rps / BATCH_ITEMS_PER_CALL)
+    swept = await sweep(sender, probe, mix, tenants, slo, plan, label=f"auditmesh batch of {BATCH_ITEMS_PER_CALL}", cpu=cpu)
+    goodput = swept.get("knee_goodput_rps")
+    return {**swept, "items_per_call": BATCH_ITEMS_PER_CALL,
+            "knee_items_per_s": round(goodput * BATCH_ITEMS_PER_CALL, 1) if goodput else None,
+            "error_details": dict(sender.error_details.most_common())}
 
 
 def comparisons(plan: Plan, direct: Mapping[str, Any] | None, unbatched: Mapping[str, Any] | None,
@@ -123,6 +144,14 @@ def comparisons(plan: Plan, direct: Mapping[str, Any] | None, unbatched: Mapping
         limit = direct_capacity(direct["item_seconds"], MIXES[name].kinds) if direct else None
         result[name] = {"auditmesh_rps": mesh, "unbatched_rps": plain, "direct_rps": limit,
                         "auditmesh_over_direct": ratio(mesh, limit), "auditmesh_over_unbatched": ratio(mesh, plain)}
+    batched = (auditmesh or {}).get("batched")
+    if batched:  # text items through ModerateBatch calls, against the same text baselines
+        items = batched.get("knee_items_per_s")
+        plain = (unbatched or {}).get("text", {}).get("knee_goodput_rps")
+        limit = direct_capacity(direct["item_seconds"], MIXES["text"].kinds) if direct else None
+        result["text_batched"] = {"items_per_call": batched["items_per_call"], "auditmesh_items_per_s": items,
+                                  "unbatched_rps": plain, "direct_rps": limit, "auditmesh_over_direct": ratio(items, limit),
+                                  "auditmesh_over_unbatched": ratio(items, plain)}
     return result
 
 
@@ -157,7 +186,7 @@ async def run(plan: Plan, slo: Slo, scenarios: Sequence[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="auditmesh-bench-") as tmp:
         if "unbatched" in scenarios:
             report["unbatched"] = unbatched = await bench_unbatched(inputs, plan, slo, Path(tmp))
-        if {"auditmesh", "isolation", "lowload"} & set(scenarios):
+        if {"auditmesh", "batched", "isolation", "lowload"} & set(scenarios):
             batch1 = direct["text"]["batch1_ms"] if direct else None
             report["auditmesh"] = auditmesh = await bench_auditmesh(inputs, plan, slo, Path(tmp), scenarios, batch1)
     # Other work on the machine skews every number: say how much of it there was.

@@ -1,4 +1,5 @@
-"""The `auditmesh` path: each arrival is one `Moderate` call to the router, as its tenant.
+"""The `auditmesh` path: each arrival is one `Moderate` call to the router, as its tenant (or, with
+`BatchRouterSender`, one `ModerateBatch` call of several items, for clients that batch).
 
 Requests are built once per input (protobuf encoding is not what is measured). Each call carries a
 gRPC deadline per item kind; the answer's status name is returned, and degraded answers (OK, but a
@@ -98,3 +99,49 @@ class HealthSender:
         except grpc.aio.AioRpcError as error:
             return str(error.code().name)
         return "OK"
+
+
+class BatchRouterSender:
+    """A `bench.loadgen.Sender` for clients that batch: each arrival is one `ModerateBatch` call with
+    `items_per_call` items of the arrival's kind, as its tenant, on `channel[tenant]` (or `channel`).
+    "OK" when every item is answered; otherwise the status of the first failed item (or of the call).
+    """
+
+    def __init__(self, channel: grpc.aio.Channel | Mapping[str, grpc.aio.Channel], inputs: BenchInputs, *,
+                 keys: Mapping[str, str], deadlines_s: Mapping[str, float], items_per_call: int) -> None:
+        if items_per_call < 1:
+            raise ValueError(f"items_per_call must be >= 1, got {items_per_call}")
+        channels = channel if isinstance(channel, Mapping) else {tenant: channel for tenant in keys}
+        self._stubs: dict[str, Any] = {tenant: pb_grpc.ModerationServiceStub(channels[tenant]) for tenant in keys}
+        self.items_per_call = items_per_call
+        self._items = {kind: [request.item for request in requests] for kind, requests in build_requests(inputs).items()}
+        self._metadata = {tenant: (("x-api-key", key),) for tenant, key in keys.items()}
+        self._deadlines_s = dict(deadlines_s)
+        self.error_details: Counter[str] = Counter()
+
+    def _request(self, kind: str, start: int) -> pb.ModerateBatchRequest:
+        pool = self._items[kind]
+        return pb.ModerateBatchRequest(items=[pool[(start + i) % len(pool)] for i in range(self.items_per_call)])
+
+    async def __call__(self, arrival: Arrival) -> str:
+        try:
+            response = await self._stubs[arrival.tenant].ModerateBatch(
+                self._request(arrival.kind, arrival.index * self.items_per_call),
+                metadata=self._metadata[arrival.tenant], timeout=self._deadlines_s[arrival.kind])
+        except grpc.aio.AioRpcError as error:
+            return self._count(str(error.code().name), error.details())
+        failed = next((result for result in response.results if result.HasField("error")), None)
+        if failed is None:
+            return "OK"
+        return self._count(status_name(failed.error.code), failed.error.message)
+
+    def _count(self, code: str, details: str | None) -> str:
+        key = error_key(code, details)
+        if key in self.error_details or len(self.error_details) < MAX_DISTINCT_DETAILS:
+            self.error_details[key] += 1
+        return code
+
+
+def status_name(code: int) -> str:
+    """The name of a numeric google.rpc code ("UNKNOWN" for a number gRPC does not define)."""
+    return next((status.name for status in grpc.StatusCode if status.value[0] == code), "UNKNOWN")

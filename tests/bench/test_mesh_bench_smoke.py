@@ -113,3 +113,18 @@ def test_ratios_and_targets_are_computed(report: dict[str, Any]) -> None:
         for key in ("auditmesh_rps", "unbatched_rps", "auditmesh_over_direct", "auditmesh_over_unbatched"):
             assert ratios[key] is None or ratios[key] > 0, (mix, key, ratios)
     assert len(report["targets"]) == 6 and all(t["met"] in (True, False, None) for t in report["targets"])
+
+
+def test_batched_clients_send_many_items_per_call_and_the_text_service_batches_them(report: dict[str, Any]) -> None:
+    batched = report["auditmesh"]["batched"]
+    steps = batched["steps"]
+    assert steps and steps[0]["success_ratio"] >= 0.5, (steps[0]["status"], batched["error_details"])
+    items = batched["items_per_call"]
+    for step in steps:
+        assert_well_formed(step)
+        text = step["batches"]["text"]
+        assert text["inferences"] >= step["status"].get("OK", 0) * items  # every item of every OK call was scored
+        assert text["mean_batch_size"] > 1  # 32 items of one call arrive together: never one per model call
+    row = report["ratios"]["text_batched"]
+    assert row["items_per_call"] == items
+    assert row["auditmesh_items_per_s"] is None or row["auditmesh_items_per_s"] > 0  # None: no quick step met the SLO
