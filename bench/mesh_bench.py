@@ -9,7 +9,7 @@ In order, each on a quiet machine (one thing at a time):
      (bench/unbatched_target.py), knee per mix;
   3. the auditmesh mesh (router + services, shipped configs, bench tenants): `lowload` (1 item/s),
      `auditmesh` (knee per mix through the router, one item per Moderate call), `batched` (the text
-     knee with 32 items per ModerateBatch call), `isolation` (realtime tenant alone, then under a
+     knee with 32 items per ModerateBatch call, P99 per call 500 ms), `isolation` (realtime tenant alone, then under a
      bulk flood of 5x the measured text capacity).
 Then the ratios auditmesh/direct and auditmesh/unbatched per mix at the SLO, and the issue's targets
 next to the measured values. Progress goes to stderr. `--quick` is a smoke run (tiny steps, no
@@ -48,8 +48,12 @@ from bench.unbatched_target import UnbatchedSender
 from services.launcher import Mesh
 
 SCENARIOS = ("direct", "unbatched", "auditmesh", "batched", "isolation", "lowload")
-#: `batched`: text items per ModerateBatch call (clients that batch, e.g. a bulk re-scan).
+#: `batched`: text items per ModerateBatch call (clients that batch, e.g. a bulk re-scan), and the
+#: P99 each call must meet: a batching client trades latency for throughput, so its SLO is looser
+#: than a chat line's (measured at the text SLO too, a 32-item call takes ~16 ms when idle, and
+#: the knee is then set by two calls colliding, not by capacity).
 BATCH_ITEMS_PER_CALL = 32
+BATCH_SLO_MS = 500.0
 
 
 async def warm_up(sender: Sender, kinds: Sequence[str], tenant: str, per_kind: int = 4) -> None:
@@ -121,7 +125,8 @@ async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
 async def sweep_batched(channels: Mapping[str, grpc.aio.Channel], inputs: BenchInputs, probe: StatsProbe,
                         tenants: Mapping[str, float], slo: Slo, plan: Plan, cpu: ProcessCpu) -> dict[str, Any]:
     """The text knee when clients send `BATCH_ITEMS_PER_CALL` items per ModerateBatch call: rates are
-    calls/s, each call must meet the text SLO as a whole; `knee_items_per_s` = knee goodput x items."""
+    calls/s, each call must meet `BATCH_SLO_MS` at P99 as a whole; `knee_items_per_s` = knee goodput x items."""
+    slo = replace(slo, p99_ms={**slo.p99_ms, "text": BATCH_SLO_MS}, deadline_ms={**slo.deadline_ms, "text": 2 * BATCH_SLO_MS})
     sender = BatchRouterSender(channels, inputs, keys={t.id: t.key for t in TENANTS}, deadlines_s=slo.deadlines_s(),
                                items_per_call=BATCH_ITEMS_PER_CALL)
     text = MIXES["text"]
