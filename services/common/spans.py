@@ -5,9 +5,10 @@ first *sampled* item (so with ratio sampling the batch is recorded whenever one 
 carries a span link to every item's span, which is how a trace viewer gets from any request to the
 batch that served it. Callers capture `current_span_context()` when they queue an item and hand the
 captured contexts to `batch_span` when the batch runs. Every helper returns at once while tracing is
-off (`services.common.telemetry`), and creates no span under an unsampled parent: with the
-parent-based samplers (the default) such a span would be dropped anyway, and at 1% sampling skipping
-it is most of what keeps tracing cheap.
+off (`services.common.telemetry`), and creates no span under an unsampled parent when the sampler
+would drop it anyway (`telemetry.drops_child`: the parent-based samplers, the default). A batch whose
+items are all unsampled still runs in its parent's (unsampled) context, so the calls it makes carry
+the "not sampled" decision on and the next service skips its spans too.
 
 Example::
 
@@ -23,11 +24,11 @@ from contextlib import contextmanager
 from typing import Iterator, Mapping, Sequence
 
 from opentelemetry import trace
-from opentelemetry.context import Context
+from opentelemetry.context import Context, attach, detach
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind
 from opentelemetry.util.types import AttributeValue
 
-from services.common.telemetry import tracer, tracing_enabled
+from services.common.telemetry import drops_child, tracer, tracing_enabled
 
 Attributes = Mapping[str, AttributeValue]
 
@@ -45,8 +46,13 @@ def current_trace_id() -> str:
 
 def batch_parent(origins: Sequence[SpanContext]) -> SpanContext | None:
     """The context a batch span should be the child of: the first sampled origin, else the first valid."""
-    valid = [origin for origin in origins if origin.is_valid]
-    return next((origin for origin in valid if origin.trace_flags.sampled), valid[0] if valid else None)
+    first_valid = None
+    for origin in origins:
+        if origin.is_valid:
+            if origin.trace_flags.sampled:
+                return origin
+            first_valid = first_valid or origin
+    return first_valid
 
 
 @contextmanager
@@ -56,8 +62,12 @@ def batch_span(name: str, origins: Sequence[SpanContext], attributes: Attributes
         yield
         return
     parent = batch_parent(origins)
-    if parent is not None and not parent.trace_flags.sampled:  # no origin is sampled
-        yield
+    if parent is not None and drops_child(parent):  # no origin is sampled: only the context flows on
+        token = attach(trace.set_span_in_context(NonRecordingSpan(parent), Context()))
+        try:
+            yield
+        finally:
+            detach(token)
         return
     seen: set[tuple[int, int]] = set()
     links = []
@@ -85,7 +95,7 @@ def item_span(name: str, attributes: Attributes, *, new_trace: bool = False) -> 
     if new_trace:
         links = [Link(current)] if current.is_valid else []
         context = Context()
-    elif current.is_valid and not current.trace_flags.sampled:
+    elif drops_child(current):
         yield None
         return
     with tracer().start_as_current_span(name, context=context, links=links, attributes=attributes) as span:

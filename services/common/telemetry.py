@@ -15,7 +15,13 @@ Off costs nothing: no SDK is loaded, no interceptor wraps any call, and `tracing
 so span helpers (`services.common.spans`) return at once. On, the grpc.aio client instrumentor is
 installed process-wide (the router's tritonclient channels then carry W3C `traceparent` metadata over
 the KServe v2 calls) and `server_interceptors()` gives `GrpcService` the aio server interceptor
-(health checks and reflection are not traced).
+(health checks and reflection are not traced). Both are opentelemetry-instrumentation-grpc's, behind
+a sampling check (`services.common.trace_interceptors`): a call the sampler will drop skips the
+library's span work and only carries its (unsampled) context on, which is most of what keeps tracing
+at 1% sampling cheap. The router's upstream clients go one step further (`services.router.upstream_client`):
+unsampled calls take a second, uninstrumented channel (`uninstrumented_channels`) with the propagation
+headers in their metadata (`unsampled_headers`), since grpc.aio runs the interceptors of every call on
+an instrumented channel in a task of its own.
 
 Example::
 
@@ -27,8 +33,9 @@ Example::
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Mapping
+from typing import TYPE_CHECKING, Iterator, Literal, Mapping
 
 import grpc
 from opentelemetry import trace
@@ -37,6 +44,10 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.sdk.trace.sampling import Sampler
+    from opentelemetry.trace import SpanContext
+
+    from services.common.trace_interceptors import SampledOnlyAioClientInstrumentor
+    from services.common.trace_sampling import SamplingPlan
 
 Exporter = Literal["none", "console", "otlp"]
 _EXPORTERS: tuple[Exporter, ...] = ("none", "console", "otlp")
@@ -95,6 +106,8 @@ class TracingSettings:
 class _State:
     provider: TracerProvider | None = None
     tracer: trace.Tracer | None = None
+    plan: SamplingPlan | None = None
+    instrumentor: SampledOnlyAioClientInstrumentor | None = None
 
 
 _state = _State()
@@ -108,6 +121,46 @@ def tracing_enabled() -> bool:
 def tracer() -> trace.Tracer:
     """The auditmesh tracer (a no-op tracer while tracing is off)."""
     return _state.tracer if _state.tracer is not None else trace.NoOpTracer()
+
+
+def drops_child(parent: SpanContext) -> bool:
+    """True when tracing is on and a span under `parent` would not be sampled (a valid, unsampled parent
+    and a sampler that follows its parent, as every `parentbased_*` one does): span helpers skip it."""
+    plan = _state.plan
+    return plan is not None and plan.drops_child(parent)
+
+
+def unsampled_headers() -> dict[str, str] | None:
+    """Under an unsampled span the sampler follows: the propagation headers that carry its context (and
+    so its "not sampled" decision) to the next hop, for a call on an uninstrumented channel (see
+    `uninstrumented_channels`). None otherwise (tracing off, no span, or sampled): use the instrumented
+    channel, whose interceptor starts the call's span.
+
+    Example::
+
+        headers = unsampled_headers()   # {"traceparent": "00-<trace id>-<span id>-00"} at 1% sampling, mostly
+    """
+    if not drops_child(trace.get_current_span().get_span_context()):
+        return None
+    from opentelemetry.propagate import inject
+
+    carrier: dict[str, str] = {}
+    inject(carrier)  # the configured propagators (OTEL_PROPAGATORS; W3C trace context by default)
+    return {key.lower(): value for key, value in carrier.items()}  # gRPC metadata keys are lower case
+
+
+@contextmanager
+def uninstrumented_channels() -> Iterator[None]:
+    """grpc.aio channels created inside the block get no tracing interceptors (nothing changes while
+    tracing is off). For a second channel to an upstream that carries the unsampled calls: an
+    intercepted grpc.aio call runs its interceptors in a task of its own, which costs more than the
+    interceptor's work when the call is not sampled."""
+    instrumentor = _state.instrumentor
+    if instrumentor is None:
+        yield
+        return
+    with instrumentor.suspended():
+        yield
 
 
 def setup_tracing(service: str, env: Mapping[str, str] | None = None) -> TracerProvider | None:
@@ -138,43 +191,46 @@ def install_tracing(service_name: str, exporter: SpanExporter, *, sampler: Sampl
 
     Does not touch the global tracer provider; `shutdown_tracing` undoes everything this does.
     """
-    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 
+    from services.common.trace_interceptors import SampledOnlyAioClientInstrumentor
+    from services.common.trace_sampling import ReservingIdGenerator, SamplingPlan
+
     if _state.provider is not None:
         raise RuntimeError("tracing is already on in this process; call shutdown_tracing() first")
-    provider = TracerProvider(sampler=sampler or ParentBased(ALWAYS_ON),
+    ids = ReservingIdGenerator()
+    provider = TracerProvider(sampler=sampler or ParentBased(ALWAYS_ON), id_generator=ids,
                               resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
-    GrpcAioInstrumentorClient().instrument(tracer_provider=provider)  # type: ignore[no-untyped-call]
-    _state.provider, _state.tracer = provider, provider.get_tracer(TRACER_NAME)
+    plan = SamplingPlan(provider.sampler, ids)
+    instrumentor = SampledOnlyAioClientInstrumentor(plan)
+    instrumentor.instrument(tracer_provider=provider)
+    _state.provider, _state.tracer, _state.plan = provider, provider.get_tracer(TRACER_NAME), plan
+    _state.instrumentor = instrumentor
     return provider
 
 
 def shutdown_tracing() -> None:
     """Flush and stop tracing; later channels and servers are created without instrumentation."""
-    from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient
-
-    provider, _state.provider, _state.tracer = _state.provider, None, None
-    if provider is None:
-        return
-    GrpcAioInstrumentorClient().uninstrument()  # type: ignore[no-untyped-call]
-    provider.shutdown()
+    provider, instrumentor = _state.provider, _state.instrumentor
+    _state.provider, _state.tracer, _state.plan, _state.instrumentor = None, None, None, None
+    if instrumentor is not None:
+        instrumentor.uninstrument()
+    if provider is not None:
+        provider.shutdown()
 
 
 def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
-    """The aio server interceptor that opens a span per call (empty while tracing is off)."""
-    provider = _state.provider
-    if provider is None:
+    """The aio server interceptor that opens a span per sampled call (empty while tracing is off)."""
+    provider, plan = _state.provider, _state.plan
+    if provider is None or plan is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+    from services.common.trace_interceptors import sampled_only_server_interceptor
 
-    interceptor: grpc.aio.ServerInterceptor = aio_server_interceptor(  # type: ignore[no-untyped-call]
-        tracer_provider=provider, filter_=_traced)
-    return [interceptor]
+    return [sampled_only_server_interceptor(provider, plan, filter_=_traced)]
 
 
 def _traced(details: grpc.HandlerCallDetails) -> bool:

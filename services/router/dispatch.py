@@ -27,7 +27,6 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-import tritonclient.grpc.aio as triton_aio
 from tritonclient.grpc import InferInput, InferRequestedOutput
 from tritonclient.utils import InferenceServerException
 
@@ -38,6 +37,7 @@ from services.common.spans import batch_span, current_span_context
 from services.router.config import Upstream
 from services.router.fair_queue import Job
 from services.router.scheduler import BatchRun, FairScheduler, Requester
+from services.router.upstream_client import UpstreamClient
 
 Row = dict[str, np.ndarray]
 #: Pseudo output added to every row: a JSON list of [model name, version] pairs.
@@ -69,8 +69,9 @@ class ModalityDispatcher:
         self.input_name = input_name
         self.output_names = tuple(output_names)
         options = grpc_options(max_message_bytes)
-        # One channel per class (grpc.dscp is a per-channel option): index = class priority.
-        self._clients = [triton_aio.InferenceServerClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)])
+        # One client per class (grpc.dscp is a per-channel option): index = class priority. With tracing on,
+        # each has a second, uninstrumented channel for unsampled calls (upstream_client.py).
+        self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)])
                          for qos in qos_classes]
         report = functools.partial(on_batch, modality) if on_batch is not None else None
         self.scheduler: FairScheduler[Row] = FairScheduler(self._run_batch, config=upstream.scheduling, on_batch=report)

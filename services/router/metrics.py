@@ -13,11 +13,11 @@ Example::
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -76,7 +76,6 @@ class RouterMetrics:
                             registry=registry)
         self.in_flight = Gauge("auditmesh_router_in_flight_items", "Items being moderated now", ["qos_class"],
                                registry=registry)
-        self.policy = Info("auditmesh_router_policy", "A loaded policy and its version", ["policy"], registry=registry)
         self.batch_size = Histogram("auditmesh_router_batch_size", "Items per batch sent to an upstream", ["upstream"],
                                     buckets=BATCH_SIZE_BUCKETS, registry=registry)
         self.batch_queue_wait = Histogram("auditmesh_router_batch_queue_wait_seconds",
@@ -114,11 +113,6 @@ class RouterMetrics:
         if reason is not None:
             self.shed.labels(qos_class, reason).inc()
 
-    def describe_policies(self, versions: Mapping[str, str]) -> None:
-        """Publish the loaded policies' versions."""
-        for name, version in versions.items():
-            self.policy.labels(name).info({"version": version})
-
     def describe_upstream(self, upstream: str, models: Sequence[tuple[str, str]]) -> None:
         """Publish the (name, version) of the models an upstream serves."""
         for name, version in models:
@@ -150,3 +144,24 @@ class SchedulerCollector(Collector):
             depth.add_metric([name], scheduler.queue_depth)
             shed.add_metric([name], scheduler.shed_count)
         return [depth, shed]
+
+
+class PolicyVersionsCollector(Collector):
+    """`auditmesh_router_policy_info{policy, version}`: the globally active version of each policy, read
+    at scrape time from the live snapshot, so it follows every swap (activation, rollback, file reload,
+    canary promotion) and a policy no longer served drops out.
+
+    Example::
+
+        registry.register(PolicyVersionsCollector(lambda: runtime.snapshot.policy_versions()))
+        # auditmesh_router_policy_info{policy="default",version="2026-11-29.1"} 1.0
+    """
+
+    def __init__(self, versions: Callable[[], Mapping[str, str]]) -> None:
+        self._versions = versions
+
+    def collect(self) -> Iterable[Metric]:
+        info = InfoMetricFamily("auditmesh_router_policy", "The active version of each policy", labels=["policy"])
+        for name, version in sorted(self._versions().items()):
+            info.add_metric([name], {"version": version})
+        return [info]

@@ -102,6 +102,10 @@ class Snapshot:
             return Selection(tenant, baseline, canary.candidate if chosen else None, canary, "candidate" if chosen else None)
         return Selection(tenant, canary.candidate if chosen else baseline, None, canary, "candidate" if chosen else "baseline")
 
+    def policy_versions(self) -> dict[str, str]:
+        """Policy name → its globally active version (tenant pointers and canaries aside)."""
+        return {name: policy.version for name, policy in self.policies.items()}
+
     def effective(self, name: str, tenant_id: str) -> CompiledPolicy | None:
         """The version tenant `tenant_id` ("" = the global one) gets for policy `name`, canaries aside."""
         return self.overrides.get((name, tenant_id)) or self.policies.get(name)

@@ -38,7 +38,7 @@ from services.router.convert import error_response, raw_parts, response_for, sta
 from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import LaneGate, apply_nice, check_classes_covered
 from services.router.lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
-from services.router.metrics import UNKNOWN, RouterMetrics, SchedulerCollector
+from services.router.metrics import UNKNOWN, PolicyVersionsCollector, RouterMetrics, SchedulerCollector
 from services.router.pipeline import Outcome, Pipeline
 from services.router.policy_runtime import Snapshot
 from services.router.scheduler import Requester
@@ -299,7 +299,7 @@ class Router:
                                                   on_batch=self.metrics.record_batch)
                             for m in self.OUTPUTS}
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
-        self.metrics.describe_policies({name: policy.version for name, policy in state.policies.items()})
+        self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
         self.registry.register(lifecycle.collector())
         self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics)

@@ -27,7 +27,7 @@ from tritonclient.grpc import InferInput
 from services.common.batcher import BatchingConfig
 from services.common.modality_main import build_service
 from services.common.service_config import ModalityServiceConfig, ServerConfig
-from services.common.telemetry import tracer
+from services.common.telemetry import tracer, uninstrumented_channels
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.config import LifecycleConfig, RouterConfig, Upstream
 from services.router.lifecycle import PolicyLifecycle
@@ -127,6 +127,23 @@ async def test_one_trace_spans_the_router_and_the_text_service(traced: tuple[InP
     text_ms = next(t.duration_ms for t in response.timings if t.stage == "text")
     assert client.end_time is not None and client.start_time is not None
     assert (client.end_time - client.start_time) / 1e6 <= text_ms + 1.0
+
+
+async def test_an_unsampled_caller_is_followed_through_the_router_and_the_text_service(
+        traced: tuple[InProcessMesh, InMemoryTracing]) -> None:
+    """The caller's "not sampled" flag must reach the text service: with this module's always-on sampler, a
+    text service that did not get it would start (and record) a trace of its own."""
+    mesh, tracing = traced
+    assert mesh.router is not None
+    tracing.exporter.clear()
+    with uninstrumented_channels():  # the test's own channel must not start a trace
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{mesh.router.service.port}")
+    async with channel:
+        response = await pb_grpc.ModerationServiceStub(channel).Moderate(
+            text_request("see you at the match", "obs-unsampled"), timeout=30,
+            metadata=[("x-api-key", KEY_A), ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")])
+    assert response.decision == pb.ALLOW
+    assert tracing.spans() == []
 
 
 async def test_degraded_stages_are_counted_by_reason(traced: tuple[InProcessMesh, InMemoryTracing]) -> None:

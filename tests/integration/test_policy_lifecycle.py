@@ -28,6 +28,7 @@ from tritonclient.utils import InferenceServerException
 from services.common.model_repository import sha256_of
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
+from tests.stubs import scrape
 
 ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo admin key
 KEY = "test-key-lifecycle"
@@ -91,6 +92,12 @@ async def load(stub: pb_grpc.ModerationServiceStub, stop: asyncio.Event, answers
         answers.append(Answer(started, time.monotonic(), request_id, response.policy_version, response.decision))
 
 
+def scraped_versions(mesh: Mesh, policy: str) -> list[str]:
+    """The versions the router's `auditmesh_router_policy_info` names for `policy` (one when correct)."""
+    return [dict(labels)["version"] for (name, labels), value in scrape(mesh.metrics_port("router")).items()
+            if name == "auditmesh_router_policy_info" and dict(labels)["policy"] == policy and value == 1]
+
+
 def possibly_active(activations: list[tuple[float, float, str]], answer: Answer) -> bool:
     """Was answer.version active at some moment of the answer's lifetime? Activation i takes effect
     somewhere inside its call [sent_i, done_i], so its version may be live from sent_i until the
@@ -106,6 +113,7 @@ async def test_policy_swaps_under_load_fail_nothing_and_use_one_live_version(mes
     async with grpc.aio.insecure_channel(mesh.address("router")) as channel:
         admin, stub = apb_grpc.PolicyAdminStub(channel), pb_grpc.ModerationServiceStub(channel)
         await setup_swap_policy(admin)
+        assert await asyncio.to_thread(scraped_versions, mesh, POLICY) == [version_name(0)]
         answers: list[Answer] = []
         failures: list[str] = []
         stop = asyncio.Event()
@@ -120,6 +128,7 @@ async def test_policy_swaps_under_load_fail_nothing_and_use_one_live_version(mes
         await asyncio.sleep(0.2)
         stop.set()
         await asyncio.gather(*workers)
+        assert await asyncio.to_thread(scraped_versions, mesh, POLICY) == [version_name(SWAPS)]  # follows the swaps
 
         assert not failures, failures[:5]
         assert len(answers) > 300, len(answers)

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 
 from services.common.batcher import BatchReport
 from services.common.metrics import ModelMetrics, new_registry
-from services.router.metrics import RouterMetrics, SchedulerCollector
+from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = json.loads((ROOT / "dashboards" / "auditmesh.json").read_text())
@@ -31,7 +31,7 @@ def exported_series() -> set[str]:
     metrics.shed.labels("standard", "deadline").inc()
     metrics.degraded.labels("ocr", "unavailable", "fail_open").inc()
     metrics.in_flight.labels("standard").set(0)
-    metrics.describe_policies({"default": "1"})
+    router.register(PolicyVersionsCollector(lambda: {"default": "1"}))
     metrics.describe_upstream("text", [("text_moderation", "1")])
     models = ModelMetrics(model)
     models.describe("m", "1", "onnx", lambda: 0)

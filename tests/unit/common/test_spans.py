@@ -1,13 +1,16 @@
 """Span helpers: a batch span is the child of its first sampled item and links to every item; an item
-span can start a new trace linked to the current one; both do nothing while tracing is off."""
+span can start a new trace linked to the current one; both do nothing while tracing is off. Under an
+unsampled parent they create no span (when the sampler follows parents) but keep its context current."""
 
 from __future__ import annotations
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import sampling
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from services.common.spans import batch_parent, batch_span, current_span_context, current_trace_id, item_span
-from services.common.telemetry import tracer
+from services.common.telemetry import install_tracing, shutdown_tracing, tracer
 from tests.stubs import InMemoryTracing
 
 
@@ -68,3 +71,26 @@ def test_no_span_under_an_unsampled_parent() -> None:
         with batch_span("batch m", [context(7, 70, False), context(8, 80, False)]):
             pass
         assert tracing.spans() == []
+
+
+def test_an_unsampled_batch_runs_in_its_parent_context_so_its_calls_carry_the_decision_on() -> None:
+    with InMemoryTracing() as tracing:
+        with batch_span("batch m", [context(7, 70, False), context(8, 80, False)]):
+            current = current_span_context()
+        assert (current.trace_id, current.span_id) == (7, 70) and not current.trace_flags.sampled
+        assert not current_span_context().is_valid  # restored after the batch
+        assert tracing.spans() == []
+
+
+def test_spans_under_an_unsampled_parent_when_the_sampler_ignores_parents() -> None:
+    exporter = InMemorySpanExporter()
+    install_tracing("auditmesh-test", exporter, sampler=sampling.ALWAYS_ON, batch=False)
+    try:
+        with trace.use_span(trace.NonRecordingSpan(context(7, 70, False))):
+            with item_span("item", {"auditmesh.tenant": "acme"}) as span:
+                assert span is not None
+        with batch_span("batch m", [context(7, 70, False)]):
+            pass
+    finally:
+        shutdown_tracing()
+    assert sorted(span.name for span in exporter.get_finished_spans()) == ["batch m", "item"]

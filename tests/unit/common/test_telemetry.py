@@ -1,15 +1,19 @@
 """Tracing set-up: settings from OTEL_* variables, off by default (no interceptor, no instrumented
-channel), on and off again with an explicit exporter."""
+channel), on and off again with an explicit exporter; uninstrumented channels and the headers that carry
+an unsampled context over them."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from services.common.telemetry import (TracingSettings, _traced, install_tracing, server_interceptors,
-                                       setup_tracing, shutdown_tracing, tracer, tracing_enabled)
+                                       setup_tracing, shutdown_tracing, tracer, tracing_enabled, uninstrumented_channels,
+                                       unsampled_headers)
 
 
 def test_tracing_is_off_by_default() -> None:
@@ -84,3 +88,33 @@ def test_health_and_reflection_are_not_traced(method: str | bytes, traced: bool)
             self.method = method
 
     assert _traced(Details()) is traced
+
+
+def test_uninstrumented_channels_take_the_instrumentor_off_for_a_while() -> None:
+    plain_channel = grpc.aio.insecure_channel
+    with uninstrumented_channels():  # tracing off: nothing to take off
+        assert grpc.aio.insecure_channel is plain_channel
+    install_tracing("auditmesh-test", InMemorySpanExporter(), batch=False)
+    try:
+        instrumented = grpc.aio.insecure_channel
+        with uninstrumented_channels():
+            assert grpc.aio.insecure_channel is plain_channel
+        assert grpc.aio.insecure_channel is instrumented
+    finally:
+        shutdown_tracing()
+
+
+def test_unsampled_headers_carry_an_unsampled_context_only() -> None:
+    unsampled = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, is_remote=True,
+                            trace_flags=TraceFlags(TraceFlags.DEFAULT))
+    with trace.use_span(NonRecordingSpan(unsampled)):
+        assert unsampled_headers() is None  # tracing off
+    install_tracing("auditmesh-test", InMemorySpanExporter(), batch=False)
+    try:
+        assert unsampled_headers() is None  # no span: a new trace, the instrumented channel decides
+        with trace.use_span(NonRecordingSpan(unsampled)):
+            assert unsampled_headers() == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}
+        with tracer().start_as_current_span("sampled"):
+            assert unsampled_headers() is None
+    finally:
+        shutdown_tracing()

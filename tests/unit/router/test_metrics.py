@@ -1,16 +1,23 @@
-"""Router metrics: bounded labels for reasons and shedding, one answered item, scheduler gauges."""
+"""Router metrics: bounded labels for reasons and shedding, one answered item, scheduler gauges, the active
+policy versions (following hot swaps)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.batcher import QueueFullError
 from services.common.errors import DeadlineExceededError, LimitExceededError, UnauthenticatedError
 from services.common.metrics import new_registry
 from services.router.admission import OverQuotaError
 from services.router.fusion import Degradation
-from services.router.metrics import RouterMetrics, SchedulerCollector, reason_kind, shed_reason
+from services.router.metrics import (PolicyVersionsCollector, RouterMetrics, SchedulerCollector, reason_kind,
+                                     shed_reason)
+from tests.unit.router.lifecycle_fakes import open_control, policy_yaml
 
 
 @pytest.mark.parametrize("reason, kind", [
@@ -58,11 +65,34 @@ def test_an_answered_item_and_a_refused_one() -> None:
 def test_versions_are_info_metrics() -> None:
     registry = new_registry("router", "0.1.0")
     metrics = RouterMetrics(registry)
-    metrics.describe_policies({"default": "3"})
+    registry.register(PolicyVersionsCollector(lambda: {"default": "3"}))
     metrics.describe_upstream("text", [("text_moderation", "1"), ("toxicity_en", "1.9.1")])
     assert registry.get_sample_value("auditmesh_router_policy_info", {"policy": "default", "version": "3"}) == 1
     assert registry.get_sample_value("auditmesh_router_upstream_model_info",
                                      {"upstream": "text", "model": "toxicity_en", "version": "1.9.1"}) == 1
+
+
+def policy_info(registry: CollectorRegistry) -> set[tuple[str, str]]:
+    """The (policy, version) pairs `auditmesh_router_policy_info` exposes, as a scrape parses them."""
+    return {(sample.labels["policy"], sample.labels["version"])
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for sample in family.samples if sample.name == "auditmesh_router_policy_info" and sample.value == 1}
+
+
+def test_policy_info_follows_activation_and_rollback(tmp_path: Path) -> None:
+    """Regression: the metric was set once at start and kept naming the first version after a hot swap."""
+    control, _ = open_control(tmp_path)
+    registry = new_registry("router", "0.1.0")
+    registry.register(PolicyVersionsCollector(lambda: control.runtime.snapshot.policy_versions()))
+    assert policy_info(registry) == {("default", "1"), ("strict", "1")}
+    control.put("policy", policy_yaml("default", "2", hate_block=0.8), name="default", author="ops")
+    assert policy_info(registry) == {("default", "1"), ("strict", "1")}  # stored, not active yet
+    control.activate("policy", "default", "2", author="ops")
+    assert policy_info(registry) == {("default", "2"), ("strict", "1")}
+    control.activate("policy", "strict", "1", "b", author="ops")  # a tenant pointer: the global version stays
+    assert policy_info(registry) == {("default", "2"), ("strict", "1")}
+    control.rollback("policy", "default", author="ops")
+    assert policy_info(registry) == {("default", "1"), ("strict", "1")}
 
 
 class FakeScheduler:

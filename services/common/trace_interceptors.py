@@ -1,0 +1,197 @@
+"""The opentelemetry-instrumentation-grpc aio interceptors, with a fast path for calls that will not be sampled.
+
+The library's interceptors start a span for every call and only then learn, from the sampler, that it
+records nothing: at 1% sampling that is 99% of calls paying for attributes, peer parsing, a copy of the
+metadata and a wrapped servicer context. These subclasses ask first (`services.common.trace_sampling`)
+and hand a call to the library only when it will be sampled:
+
+- client: under a valid, unsampled span the call goes straight on, carrying the propagation headers
+  (W3C `traceparent` with the not-sampled flag, through the configured propagators) so the next hop
+  follows the decision; otherwise (sampled, or no span) the library's interceptor runs as before;
+- server: the caller's context is extracted from the metadata; under an unsampled caller, or for a
+  new trace the sampler drops, that (non-recording) context is made current and the handler runs
+  unwrapped; otherwise the library's interceptor runs (for a new trace with the id the decision was
+  taken on, so the configured ratio holds).
+
+Either way what reaches the next hop, the span helpers (`services.common.spans`) and the log lines is
+the same context the library would have made current, so sampled traces look exactly as before.
+
+Example::
+
+    SampledOnlyAioClientInstrumentor(plan).instrument(tracer_provider=provider)   # every grpc.aio channel
+    server = grpc.aio.server(interceptors=[sampled_only_server_interceptor(provider, plan, filter_=traced)])
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator
+
+import grpc
+from grpc.aio import ClientCallDetails, Metadata
+from opentelemetry import trace
+from opentelemetry.context import Context, attach
+from opentelemetry.instrumentation import grpc as otel_grpc
+from opentelemetry.instrumentation.grpc import _aio_client, _aio_server, _client
+from opentelemetry.instrumentation.grpc.version import __version__ as library_version
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.propagate import extract, get_global_textmap, inject
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import SpanKind
+
+from services.common.trace_sampling import SamplingPlan, reserve_trace_id
+
+_SCHEMA_URL = "https://opentelemetry.io/schemas/1.11.0"  # what the library's own factories pass
+Handler = Any  # grpc.RpcMethodHandler (untyped)
+# The library ships no type information: its classes are subclassed as Any.
+lib_client: Any = _aio_client
+lib_server: Any = _aio_server
+lib_instrumentor: Any = otel_grpc.GrpcAioInstrumentorClient
+_carrier_setter: Any = _client._carrier_setter
+
+
+class _SampledOnlyClient:
+    """Mixed into each of the library's four aio client interceptors (see the module docstring)."""
+
+    _plan: SamplingPlan
+
+    def _unsampled_details(self, details: ClientCallDetails) -> ClientCallDetails | None:
+        """`details` with the propagation headers added, when the call is under an unsampled span the
+        sampler follows; None when the library should handle the call."""
+        if not self._plan.drops_child(trace.get_current_span().get_span_context()):
+            return None
+        metadata = Metadata(*tuple(details.metadata)) if details.metadata else Metadata()
+        inject(metadata, setter=_carrier_setter)
+        return ClientCallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready)
+
+
+class UnaryUnaryClientInterceptor(_SampledOnlyClient, lib_client.UnaryUnaryAioClientInterceptor):
+    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plan = plan
+
+    async def intercept_unary_unary(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
+                                    request: Any) -> Any:
+        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
+        if unsampled is not None:
+            return await continuation(unsampled, request)
+        return await super().intercept_unary_unary(continuation, details, request)
+
+
+class UnaryStreamClientInterceptor(_SampledOnlyClient, lib_client.UnaryStreamAioClientInterceptor):
+    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plan = plan
+
+    async def intercept_unary_stream(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
+                                     request: Any) -> Any:
+        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
+        if unsampled is not None:
+            return await continuation(unsampled, request)
+        return await super().intercept_unary_stream(continuation, details, request)
+
+
+class StreamUnaryClientInterceptor(_SampledOnlyClient, lib_client.StreamUnaryAioClientInterceptor):
+    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plan = plan
+
+    async def intercept_stream_unary(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
+                                     request_iterator: Any) -> Any:
+        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
+        if unsampled is not None:
+            return await continuation(unsampled, request_iterator)
+        return await super().intercept_stream_unary(continuation, details, request_iterator)
+
+
+class StreamStreamClientInterceptor(_SampledOnlyClient, lib_client.StreamStreamAioClientInterceptor):
+    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plan = plan
+
+    async def intercept_stream_stream(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
+                                      request_iterator: Any) -> Any:
+        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
+        if unsampled is not None:
+            return await continuation(unsampled, request_iterator)
+        return await super().intercept_stream_stream(continuation, details, request_iterator)
+
+
+class SampledOnlyAioClientInstrumentor(lib_instrumentor):
+    """The library's grpc.aio client instrumentor (it wraps `grpc.aio.insecure_channel` / `secure_channel`),
+    installing the interceptors above in place of its own. `instrument(tracer_provider=...)` /
+    `uninstrument()` as usual. Instrumentors are singletons: keep the instance that instrumented."""
+
+    _instance = None  # its own singleton slot, not the parent class's
+
+    def __init__(self, plan: SamplingPlan, filter_: Any = None) -> None:
+        super().__init__(filter_=filter_)
+        self._plan = plan
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Channels created inside the block get no interceptors: the library's wrappers of the channel
+        factories are taken off and put back (creating channels happens at start, on one thread)."""
+        wrapped = grpc.aio.insecure_channel, grpc.aio.secure_channel
+        if self.is_instrumented_by_opentelemetry:
+            grpc.aio.insecure_channel, grpc.aio.secure_channel = self._original_insecure, self._original_secure
+        try:
+            yield
+        finally:
+            grpc.aio.insecure_channel, grpc.aio.secure_channel = wrapped
+
+    def _add_interceptors(self, tracer_provider: TracerProvider | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        tracer = trace.get_tracer("opentelemetry.instrumentation.grpc", library_version, tracer_provider,
+                                  schema_url=_SCHEMA_URL)
+        options = {"filter_": self._filter, "request_hook": self._request_hook, "response_hook": self._response_hook}
+        ours = [kind(self._plan, tracer, **options) for kind in (UnaryUnaryClientInterceptor, UnaryStreamClientInterceptor,
+                                                                 StreamUnaryClientInterceptor, StreamStreamClientInterceptor)]
+        kwargs["interceptors"] = ours + list(kwargs.get("interceptors") or ())
+        return kwargs
+
+
+class SampledOnlyAioServerInterceptor(lib_server.OpenTelemetryAioServerInterceptor):
+    """The library's aio server interceptor behind a sampling check (see the module docstring).
+
+    grpc.aio runs an RPC's interceptors and then its handler in one task of its own, so a context made
+    current here is the handler's, and goes away with the call: the fast path needs no wrapper around
+    the handler (tests/integration/test_trace_sampling.py checks both halves of that)."""
+
+    def __init__(self, tracer: trace.Tracer, plan: SamplingPlan, filter_: Callable[[Any], bool] | None = None) -> None:
+        super().__init__(tracer, filter_=filter_)
+        self._plan = plan
+        self._fields = frozenset(get_global_textmap().fields)  # metadata keys the propagators read
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Handler]], details: Any) -> Handler:
+        if not is_instrumentation_enabled() or (self._filter is not None and not self._filter(details)):
+            return await continuation(details)
+        carrier = {md.key: md.value for md in details.invocation_metadata or ()}
+        # Most calls to the router carry no trace context: skip the propagators' parsing for them
+        # (extract would return an empty context, as it does for a call without metadata).
+        caller = extract(carrier) if not self._fields.isdisjoint(carrier) else Context()
+        parent = trace.get_current_span(caller).get_span_context()
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        if parent.is_valid:
+            if self._plan.drops_child(parent):
+                attach(caller)  # the caller's unsampled context, for the handler and the calls it makes
+                return handler
+        else:
+            decision = self._plan.root(caller, details.method, SpanKind.SERVER)
+            if decision.span is not None:
+                attach(trace.set_span_in_context(decision.span, caller))
+                return handler
+            reserve_trace_id(decision.trace_id)  # the library's span takes the id the decision was taken on
+
+        async def found(_: Any) -> Handler:
+            return handler
+
+        return await super().intercept_service(found, details)  # the library opens the span when the call runs
+
+
+def sampled_only_server_interceptor(provider: TracerProvider, plan: SamplingPlan,
+                                    filter_: Callable[[Any], bool] | None = None) -> SampledOnlyAioServerInterceptor:
+    """The server interceptor with the tracer the library's `aio_server_interceptor` would use."""
+    tracer = trace.get_tracer("opentelemetry.instrumentation.grpc", library_version, provider, schema_url=_SCHEMA_URL)
+    return SampledOnlyAioServerInterceptor(tracer, plan, filter_=filter_)
