@@ -53,7 +53,9 @@ _carrier_setter: Any = _client._carrier_setter
 class _SampledOnlyClient:
     """Mixed into each of the library's four aio client interceptors (see the module docstring)."""
 
-    _plan: SamplingPlan
+    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # the library's interceptor, next in the MRO
+        self._plan = plan
 
     def _unsampled_details(self, details: ClientCallDetails) -> ClientCallDetails | None:
         """`details` with the propagation headers added, when the call is under an unsampled span the
@@ -66,10 +68,6 @@ class _SampledOnlyClient:
 
 
 class UnaryUnaryClientInterceptor(_SampledOnlyClient, lib_client.UnaryUnaryAioClientInterceptor):
-    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._plan = plan
-
     async def intercept_unary_unary(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                     request: Any) -> Any:
         unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
@@ -79,10 +77,6 @@ class UnaryUnaryClientInterceptor(_SampledOnlyClient, lib_client.UnaryUnaryAioCl
 
 
 class UnaryStreamClientInterceptor(_SampledOnlyClient, lib_client.UnaryStreamAioClientInterceptor):
-    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._plan = plan
-
     async def intercept_unary_stream(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                      request: Any) -> Any:
         unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
@@ -92,10 +86,6 @@ class UnaryStreamClientInterceptor(_SampledOnlyClient, lib_client.UnaryStreamAio
 
 
 class StreamUnaryClientInterceptor(_SampledOnlyClient, lib_client.StreamUnaryAioClientInterceptor):
-    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._plan = plan
-
     async def intercept_stream_unary(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                      request_iterator: Any) -> Any:
         unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
@@ -105,10 +95,6 @@ class StreamUnaryClientInterceptor(_SampledOnlyClient, lib_client.StreamUnaryAio
 
 
 class StreamStreamClientInterceptor(_SampledOnlyClient, lib_client.StreamStreamAioClientInterceptor):
-    def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._plan = plan
-
     async def intercept_stream_stream(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                       request_iterator: Any) -> Any:
         unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
