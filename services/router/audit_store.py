@@ -29,6 +29,7 @@ from typing import Callable
 
 from services.common.errors import InvalidRequestError
 from services.router.audit import AuditRecord
+from services.router.sqlite_wal import open_shared
 
 log = logging.getLogger(__name__)
 MAX_QUERY_LIMIT = 1000
@@ -58,8 +59,7 @@ class AuditStore:
         self._clock = clock
         self._pending: collections.deque[AuditRecord] = collections.deque(maxlen=max_pending)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = open_shared(path)  # WAL; safe when several lanes open the same new file at once
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._last_prune = 0.0

@@ -38,6 +38,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from services.common.errors import AlreadyExistsError, ConflictError
 from services.router.canary import RollbackBounds
+from services.router.sqlite_wal import open_shared
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,7 @@ class SQLitePolicyStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = open_shared(path)  # WAL; safe when several lanes open the same new file at once
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             self._db.executescript(_SCHEMA)
