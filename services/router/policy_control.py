@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from services.common.config import ConfigError
-from services.common.errors import AlreadyExistsError, FailedPreconditionError, InvalidRequestError, NotFoundError
+from services.common.errors import (AlreadyExistsError, ConflictError, FailedPreconditionError, InvalidRequestError,
+                                    NotFoundError)
 from services.common.qos import QosClass
 from services.router.canary import RollbackBounds
 from services.router.policy_documents import Kind, ParsedDocument, TENANTS_NAME, parse_document, tenants_directory
@@ -267,8 +268,14 @@ class PolicyControl:
             if self.active(kind, document.name, "") != stored.version:
                 if kind == "tenants":
                     self._check_tenants(stored, str(path))
-                self.store.set_pointer(kind, document.name, "", stored.version, expected=self.active(kind, document.name, ""),
-                                       author=f"file:{path}", reason="config file changed")
+                try:
+                    self.store.set_pointer(kind, document.name, "", stored.version, expected=self.active(kind, document.name, ""),
+                                           author=f"file:{path}", reason="config file changed")
+                except ConflictError:
+                    # Another replica (e.g. a router lane starting at the same moment) moved the pointer
+                    # meanwhile; fine if it activated this same version, a real conflict otherwise.
+                    if self.active(kind, document.name, "") != stored.version:
+                        raise
             self.store.set_file_hash(str(path), document.content_hash)
             if self._runtime is not None:
                 self.reload()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 from pathlib import Path
+from typing import Any, Callable
 
 from services.router.audit_store import AuditStore
 from services.router.policy_store import SQLitePolicyStore
@@ -28,3 +29,27 @@ def test_several_processes_open_the_same_new_stores_at_once(tmp_path: Path) -> N
             process.join(60)
         assert [p.exitcode for p in processes] == [0] * 6
     assert open_shared(tmp_path / "state-0" / "policy_store.sqlite").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+class _RacedStore(SQLitePolicyStore):
+    """A store whose first pointer change is preceded by another replica importing the same files."""
+
+    other: Callable[[], object] | None = None
+
+    def set_pointer(self, *args: Any, **kwargs: Any) -> Any:
+        if self.other is not None:
+            other, self.other = self.other, None
+            other()  # the other lane wins the race to the pointer
+        return super().set_pointer(*args, **kwargs)
+
+
+def test_a_lane_that_loses_the_race_to_import_the_same_config_still_starts(tmp_path: Path) -> None:
+    from services.router.policy_control import PolicyControl
+    root = Path(__file__).resolve().parents[3]
+    policies, tenants = root / "config" / "policies", root / "config" / "tenants.yaml"
+    path = tmp_path / "policy_store.sqlite"
+    raced = _RacedStore(path)
+    winner = PolicyControl(SQLitePolicyStore(path))
+    raced.other = lambda: winner.import_files(policies, tenants)
+    snapshot = PolicyControl(raced).import_files(policies, tenants)  # ConflictError before the fix
+    assert snapshot.tenants.tenants and snapshot.policies
