@@ -53,7 +53,6 @@ class AuditStore:
                  clock: Callable[[], float] = time.time) -> None:
         if retention_s <= 0:
             raise ValueError(f"retention_s must be > 0, got {retention_s}")
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.retention_s = retention_s
         self.dropped = 0
         self._clock = clock

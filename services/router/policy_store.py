@@ -175,7 +175,6 @@ class SQLitePolicyStore:
     """
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._lock = threading.Lock()
         self._db = open_shared(path)  # WAL; safe when several lanes open the same new file at once
