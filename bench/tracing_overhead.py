@@ -1,17 +1,20 @@
-"""What tracing costs in throughput: the same load against two meshes side by side, tracing off and on.
+"""What tracing costs in throughput: the same load against meshes side by side, tracing off and on.
 
-Starts two router + text-service pairs as processes (`services.launcher.Mesh`): one with tracing off
-(the default), one with `OTEL_TRACES_EXPORTER=console` (spans serialised as JSON to /dev/null, so the
-exporter's work is counted) and `parentbased_traceidratio` sampling at `--ratio` (default 1%). Both
-pairs are running the whole time; closed-loop load (`--concurrency` clients, text items through
-`Moderate`) goes to one pair at a time, alternating off/on for `--rounds` short rounds so drift on a
-shared machine hits both alike. Text items are the worst case for tracing: the request is cheap
-(≈ 3 ms), so per-call instrumentation weighs the most. Prints JSON: the on/off ratio of the total
-throughputs, the median of the per-round ratios (each on round over the off round next to it), and
-the CPU time the router and text processes spent per request (from /proc, so other load on a shared
-machine barely moves it): `cpu_ratio_on_over_off` is the cost of tracing with the noise taken out.
+Starts router + text-service pairs as processes (`services.launcher.Mesh`): one with tracing off (the
+default), one with `OTEL_TRACES_EXPORTER=console` (spans serialised as JSON to /dev/null, so the
+exporter's work is counted) and `parentbased_traceidratio` sampling at `--ratio` (default 1%), and a
+second pair with tracing off as a control (`--no-control` leaves it out). All pairs are running the
+whole time; closed-loop load (`--concurrency` clients, text items through `Moderate`) goes to one pair
+at a time, in short rounds whose order alternates, so drift on a shared machine hits each alike. Text
+items are the worst case for tracing: the request is cheap (about 1 ms of server CPU), so per-call
+instrumentation weighs the most.
 
-Run: `python -m bench.tracing_overhead [--rounds 12 --seconds 3 --concurrency 16 --ratio 0.01]`
+Prints JSON: for tracing on and for the control, the median over rounds of the throughput ratio to the
+"off" round next to it, with a 95% bootstrap interval (resampling rounds), and the CPU time the router
+and text processes spent per request (from /proc). The control's ratio is this run's noise floor: two
+identical meshes differ by that much here. `overhead_percent` is 100 × (1 − the median ratio on/off).
+
+Run: `python -m bench.tracing_overhead [--rounds 20 --seconds 2 --concurrency 16 --ratio 0.01]`
 """
 
 from __future__ import annotations
@@ -53,12 +56,12 @@ def tracing_env(ratio: float | None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def text_pair(tenants_file: Path, ratio: float | None) -> Iterator[Mesh]:
+def text_pair(tenants_file: Path, ratio: float | None, name: str) -> Iterator[Mesh]:
     """Router + text service with tracing as given; vision and OCR are not started (text items only).
-    The router's policy store and audit log are its own (next to `tenants_file`)."""
+    The router's policy store and audit log are its own (in a folder `name` next to `tenants_file`)."""
     base = free_base_port(4)
     dead = f"127.0.0.1:{free_base_port(1)}"
-    state = tenants_file.parent / ("on" if ratio is not None else "off")
+    state = tenants_file.parent / name
     state.mkdir(exist_ok=True)
     env = {"AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_VISION_URL": dead, "AUDITMESH_OCR_URL": dead,
            "AUDITMESH_POLICY_STORE": str(state / "policy_store.sqlite"), "AUDITMESH_AUDIT_LOG": str(state / "audit.sqlite"),
@@ -139,12 +142,12 @@ def summary(rounds: Sequence[Round]) -> dict[str, object]:
 
 
 async def compare(meshes: dict[str, Mesh], rounds: int, seconds: float, concurrency: int) -> dict[str, list[Round]]:
-    """Warm each mesh up, then alternate timed rounds between them."""
+    """Warm each mesh up, then take timed rounds on each in turn (the order reversed every other round)."""
     for mesh in meshes.values():
         await load(mesh.address("router"), min(2.0, seconds), concurrency)
     results: dict[str, list[Round]] = {name: [] for name in meshes}
     for index in range(rounds):
-        order = list(meshes) if index % 2 == 0 else list(reversed(meshes))  # neither side always goes first
+        order = list(meshes) if index % 2 == 0 else list(reversed(meshes))  # no side always goes first
         for name in order:
             cpu_before = cpu_seconds(meshes[name])
             results[name].append(await load(meshes[name].address("router"), seconds, concurrency))
@@ -154,40 +157,81 @@ async def compare(meshes: dict[str, Mesh], rounds: int, seconds: float, concurre
     return results
 
 
+def paired_ratios(base: Sequence[Round], other: Sequence[Round]) -> list[float]:
+    """Each round's throughput over the base's throughput in the same round."""
+    return [b.throughput / a.throughput for a, b in zip(base, other) if a.throughput]
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    """The median of per-round ratios, its 95% bootstrap interval, and the ratios' range."""
+
+    median: float
+    ci95: tuple[float, float]
+    spread: tuple[float, float]
+
+    def as_json(self) -> dict[str, object]:
+        return {"median": round(self.median, 4), "ci95": [round(bound, 4) for bound in self.ci95],
+                "range": [round(bound, 3) for bound in self.spread]}
+
+
+def median_with_interval(ratios: Sequence[float], resamples: int = 2000, seed: int = 7) -> RatioEstimate:
+    """The median of `ratios` and its 95% bootstrap interval (rounds resampled with replacement)."""
+    if not ratios:
+        return RatioEstimate(0.0, (0.0, 0.0), (0.0, 0.0))
+    values = np.asarray(ratios)
+    draws = np.random.default_rng(seed).choice(values, size=(resamples, len(values)), replace=True)
+    low, high = np.percentile(np.median(draws, axis=1), [2.5, 97.5])
+    return RatioEstimate(float(np.median(values)), (float(low), float(high)), (float(values.min()), float(values.max())))
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.tracing_overhead", description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=12, help="timed rounds per side (default 12)")
-    parser.add_argument("--seconds", type=float, default=3.0, help="length of one round (default 3)")
+    parser.add_argument("--rounds", type=int, default=20, help="timed rounds per mesh (default 20)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of one round (default 2)")
     parser.add_argument("--concurrency", type=int, default=16, help="closed-loop clients (default 16)")
     parser.add_argument("--ratio", type=float, default=0.01, help="sampling ratio with tracing on (default 0.01)")
+    parser.add_argument("--no-control", dest="control", action="store_false",
+                        help="leave out the second tracing-off mesh that measures this run's noise")
     return parser.parse_args(argv)
+
+
+def report(results: dict[str, list[Round]], args: argparse.Namespace) -> dict[str, object]:
+    """The JSON document (see the module docstring)."""
+    summaries = {name: summary(rounds) for name, rounds in results.items()}
+    off_cpu = float(str(summaries["off"]["server_cpu_us_per_request"]))
+    on = median_with_interval(paired_ratios(results["off"], results["on"]))
+    on_cpu = float(str(summaries["on"]["server_cpu_us_per_request"]))
+    document: dict[str, object] = {
+        "workload": "text items through the router (router + text service processes)",
+        "exporter": "console (to /dev/null)", "sampling_ratio": args.ratio, "rounds": args.rounds,
+        "seconds_per_round": args.seconds, "concurrency": args.concurrency,
+        "tracing_off": summaries["off"], "tracing_on": summaries["on"],
+        "round_ratio_on_over_off": on.as_json(),
+        "overhead_percent": round((1 - on.median) * 100, 2),
+        "overhead_percent_ci95": [round((1 - on.ci95[1]) * 100, 2), round((1 - on.ci95[0]) * 100, 2)],
+        "cpu_ratio_on_over_off": round(on_cpu / off_cpu, 4) if off_cpu else 0.0,
+    }
+    if "control" in results:
+        control_cpu = float(str(summaries["control"]["server_cpu_us_per_request"]))
+        document["tracing_off_control"] = summaries["control"]
+        document["round_ratio_control_over_off"] = median_with_interval(paired_ratios(results["off"], results["control"])).as_json()
+        document["cpu_ratio_control_over_off"] = round(control_cpu / off_cpu, 4) if off_cpu else 0.0
+    return document
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory() as workdir:
+    with tempfile.TemporaryDirectory() as workdir, contextlib.ExitStack() as stack:
         tenants_file = Path(workdir) / "tenants.yaml"
         tenants_file.write_text(f"tenants:\n  - id: bench\n    api_key_sha256: {hash_key(BENCH_KEY)}\n"
                                 f"    policies: [default]\n", encoding="utf-8")
-        with text_pair(tenants_file, None) as off, text_pair(tenants_file, args.ratio) as on:
-            results = asyncio.run(compare({"off": off, "on": on}, args.rounds, args.seconds, args.concurrency))
-    off_summary, on_summary = summary(results["off"]), summary(results["on"])
-    off_rps, on_rps = float(str(off_summary["throughput_rps"])), float(str(on_summary["throughput_rps"]))
-    ratio = on_rps / off_rps if off_rps else 0.0
-    paired = [on.throughput / off.throughput for off, on in zip(results["off"], results["on"]) if off.throughput]
-    median = float(np.median(paired)) if paired else 0.0
-    off_cpu, on_cpu = float(str(off_summary["server_cpu_us_per_request"])), float(str(on_summary["server_cpu_us_per_request"]))
-    cpu_ratio = on_cpu / off_cpu if off_cpu else 0.0
-    print(json.dumps({"workload": "text items through the router (router + text service processes)",
-                      "exporter": "console (to /dev/null)", "sampling_ratio": args.ratio, "rounds": args.rounds,
-                      "seconds_per_round": args.seconds, "concurrency": args.concurrency,
-                      "tracing_off": off_summary, "tracing_on": on_summary,
-                      "throughput_ratio_on_over_off": round(ratio, 4),
-                      "median_round_ratio_on_over_off": round(median, 4),
-                      "round_ratio_range": [round(min(paired, default=0.0), 3), round(max(paired, default=0.0), 3)],
-                      "overhead_percent": round((1 - median) * 100, 2),
-                      "cpu_ratio_on_over_off": round(cpu_ratio, 4),
-                      "cpu_overhead_percent": round((cpu_ratio - 1) * 100, 2)}, indent=2))
+        sides: dict[str, float | None] = {"off": None, "on": args.ratio}
+        if args.control:
+            sides["control"] = None
+        meshes = {name: stack.enter_context(text_pair(tenants_file, ratio, name)) for name, ratio in sides.items()}
+        results = asyncio.run(compare(meshes, args.rounds, args.seconds, args.concurrency))
+    print(json.dumps(report(results, args), indent=2))
     return 0
 
 

@@ -19,9 +19,9 @@ the KServe v2 calls) and `server_interceptors()` gives `GrpcService` the aio ser
 a sampling check (`services.common.trace_interceptors`): a call the sampler will drop skips the
 library's span work and only carries its (unsampled) context on, which is most of what keeps tracing
 at 1% sampling cheap. The router's upstream clients go one step further (`services.router.upstream_client`):
-unsampled calls take a second, uninstrumented channel (`uninstrumented_channels`) with the propagation
-headers in their metadata (`unsampled_headers`), since grpc.aio runs the interceptors of every call on
-an instrumented channel in a task of its own.
+their channel is made without interceptors (`uninstrumented_channels`) and each KServe call goes through
+the same client interceptor in the caller's task (`traced_unary_unary`), since grpc.aio runs the
+interceptors of every call on an instrumented channel in a task of its own.
 
 Example::
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping
 
 import grpc
 from opentelemetry import trace
@@ -130,31 +130,30 @@ def drops_child(parent: SpanContext) -> bool:
     return plan is not None and plan.drops_child(parent)
 
 
-def unsampled_headers() -> dict[str, str] | None:
-    """Under an unsampled span the sampler follows: the propagation headers that carry its context (and
-    so its "not sampled" decision) to the next hop, for a call on an uninstrumented channel (see
-    `uninstrumented_channels`). None otherwise (tracing off, no span, or sampled): use the instrumented
-    channel, whose interceptor starts the call's span.
+def traced_unary_unary(call: Any, method: str) -> Any:
+    """`call`, a unary-unary multicallable of a channel made inside `uninstrumented_channels`, traced call
+    by call in the caller's task (`trace_interceptors.TracedUnaryUnary`): an unsampled call only carries
+    its context (and so its "not sampled" decision) on, a sampled one gets the library's CLIENT span.
+    `call` itself while tracing is off. `method` is the full method name, "/package.Service/Method".
 
     Example::
 
-        headers = unsampled_headers()   # {"traceparent": "00-<trace id>-<span id>-00"} at 1% sampling, mostly
+        stub.ModelInfer = traced_unary_unary(stub.ModelInfer, "/inference.GRPCInferenceService/ModelInfer")
     """
-    if not drops_child(trace.get_current_span().get_span_context()):
-        return None
-    from opentelemetry.propagate import inject
+    instrumentor = _state.instrumentor
+    if instrumentor is None:
+        return call
+    from services.common.trace_interceptors import TracedUnaryUnary
 
-    carrier: dict[str, str] = {}
-    inject(carrier)  # the configured propagators (OTEL_PROPAGATORS; W3C trace context by default)
-    return {key.lower(): value for key, value in carrier.items()}  # gRPC metadata keys are lower case
+    return TracedUnaryUnary(call, method, instrumentor.unary_unary_interceptor(_state.provider))
 
 
 @contextmanager
 def uninstrumented_channels() -> Iterator[None]:
     """grpc.aio channels created inside the block get no tracing interceptors (nothing changes while
-    tracing is off). For a second channel to an upstream that carries the unsampled calls: an
+    tracing is off): for a channel whose calls are traced one by one (`traced_unary_unary`), since an
     intercepted grpc.aio call runs its interceptors in a task of its own, which costs more than the
-    interceptor's work when the call is not sampled."""
+    interceptor's work when the call is not sampled; and for a test's own channel."""
     instrumentor = _state.instrumentor
     if instrumentor is None:
         yield

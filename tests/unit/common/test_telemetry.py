@@ -1,6 +1,6 @@
 """Tracing set-up: settings from OTEL_* variables, off by default (no interceptor, no instrumented
-channel), on and off again with an explicit exporter; uninstrumented channels and the headers that carry
-an unsampled context over them."""
+channel), on and off again with an explicit exporter; uninstrumented channels and the calls traced one by one
+over them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from services.common.telemetry import (TracingSettings, _traced, install_tracing, server_interceptors,
                                        setup_tracing, shutdown_tracing, tracer, tracing_enabled, uninstrumented_channels,
-                                       unsampled_headers)
+                                       traced_unary_unary)
+from services.common.trace_interceptors import TracedUnaryUnary
 
 
 def test_tracing_is_off_by_default() -> None:
@@ -104,17 +105,14 @@ def test_uninstrumented_channels_take_the_instrumentor_off_for_a_while() -> None
         shutdown_tracing()
 
 
-def test_unsampled_headers_carry_an_unsampled_context_only() -> None:
-    unsampled = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, is_remote=True,
-                            trace_flags=TraceFlags(TraceFlags.DEFAULT))
-    with trace.use_span(NonRecordingSpan(unsampled)):
-        assert unsampled_headers() is None  # tracing off
+def test_traced_unary_unary_wraps_a_call_only_while_tracing_is_on() -> None:
+    def call(request: bytes, **options: object) -> bytes:
+        return request
+
+    assert traced_unary_unary(call, "/inference.GRPCInferenceService/ModelInfer") is call  # tracing off
     install_tracing("auditmesh-test", InMemorySpanExporter(), batch=False)
     try:
-        assert unsampled_headers() is None  # no span: a new trace, the instrumented channel decides
-        with trace.use_span(NonRecordingSpan(unsampled)):
-            assert unsampled_headers() == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}
-        with tracer().start_as_current_span("sampled"):
-            assert unsampled_headers() is None
+        assert isinstance(traced_unary_unary(call, "/inference.GRPCInferenceService/ModelInfer"), TracedUnaryUnary)
     finally:
         shutdown_tracing()
+    assert traced_unary_unary(call, "/inference.GRPCInferenceService/ModelInfer") is call

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from services.common.telemetry import _traced
-from services.common.trace_interceptors import (SampledOnlyAioClientInstrumentor, UnaryUnaryClientInterceptor,
-                                                sampled_only_server_interceptor)
+from services.common.trace_interceptors import (SampledOnlyAioClientInstrumentor, TracedUnaryUnary,
+                                                UnaryUnaryClientInterceptor, sampled_only_server_interceptor)
 from services.common.trace_sampling import ReservingIdGenerator, SamplingPlan
 
 METHOD = "/inference.GRPCInferenceService/ModelInfer"
@@ -116,11 +116,85 @@ async def test_a_client_under_an_unsampled_span_still_samples_when_the_sampler_i
     assert len(tracing.spans(SpanKind.CLIENT)) == 1
 
 
+class FakeUnaryCall:
+    """What a grpc.aio unary-unary multicallable returns: awaitable, with code() and details()."""
+
+    def __init__(self, response: bytes, code: grpc.StatusCode = grpc.StatusCode.OK) -> None:
+        self.response, self._code = response, code
+
+    async def code(self) -> grpc.StatusCode:
+        return self._code
+
+    async def details(self) -> str:
+        return "" if self._code == grpc.StatusCode.OK else "upstream down"
+
+    def add_done_callback(self, callback: Any) -> None:
+        callback(self)
+
+    def __await__(self) -> Any:
+        if self._code != grpc.StatusCode.OK:
+            raise grpc.aio.AioRpcError(self._code, grpc.aio.Metadata(), grpc.aio.Metadata(), "upstream down")
+        yield from asyncio.sleep(0).__await__()
+        return self.response
+
+
+class FakeMultiCallable:
+    """Records the keyword arguments of each call; answers with FakeUnaryCall(b"response", code)."""
+
+    def __init__(self, code: grpc.StatusCode = grpc.StatusCode.OK) -> None:
+        self.code = code
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, request: bytes, **options: Any) -> FakeUnaryCall:
+        self.calls.append({"request": request, **options})
+        return FakeUnaryCall(b"response", self.code)
+
+
+def traced_call(tracing: Tracing, code: grpc.StatusCode = grpc.StatusCode.OK) -> tuple[TracedUnaryUnary, FakeMultiCallable]:
+    inner = FakeMultiCallable(code)
+    interceptor = UnaryUnaryClientInterceptor(tracing.plan, tracing.provider.get_tracer("test"))
+    return TracedUnaryUnary(inner, METHOD, interceptor), inner
+
+
+async def test_a_traced_unary_call_under_an_unsampled_span_only_carries_the_context(ratio: Tracing) -> None:
+    call, inner = traced_call(ratio)
+    with trace.use_span(NonRecordingSpan(UNSAMPLED)):
+        assert await call(b"request", metadata=(("x-api-key", "k"),), timeout=1.5) == b"response"
+    (sent,) = inner.calls
+    assert sent["request"] == b"request" and sent["timeout"] == 1.5
+    assert dict(sent["metadata"]) == {"x-api-key": "k",
+                                      "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}
+    assert ratio.exporter.get_finished_spans() == ()
+
+
+async def test_a_sampled_traced_unary_call_gets_the_library_client_span(ratio: Tracing) -> None:
+    call, inner = traced_call(ratio)
+    with ratio.provider.get_tracer("test").start_as_current_span("caller", trace.set_span_in_context(NonRecordingSpan(SAMPLED))):
+        assert await call(b"request", metadata=(("x-api-key", "k"),), timeout=1.5) == b"response"
+    (client,) = ratio.spans(SpanKind.CLIENT)
+    (sent,) = inner.calls
+    assert client.name == METHOD and client.context.trace_id == SAMPLED.trace_id
+    assert dict(sent["metadata"])["traceparent"] == f"00-{SAMPLED.trace_id:032x}-{client.context.span_id:016x}-01"
+    assert dict(sent["metadata"])["x-api-key"] == "k" and sent["timeout"] == 1.5
+
+
+async def test_a_failed_sampled_call_raises_and_its_span_records_the_status(ratio: Tracing) -> None:
+    call, _ = traced_call(ratio, grpc.StatusCode.UNAVAILABLE)
+    with ratio.provider.get_tracer("test").start_as_current_span("caller", trace.set_span_in_context(NonRecordingSpan(SAMPLED))):
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await call(b"request", timeout=1.0)
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+    (client,) = ratio.spans(SpanKind.CLIENT)
+    assert client.attributes["rpc.grpc.status_code"] == grpc.StatusCode.UNAVAILABLE.value[0]
+    assert not client.status.is_ok
+
+
 def test_the_instrumentor_installs_the_sampled_only_interceptors(ratio: Tracing) -> None:
     instrumentor = SampledOnlyAioClientInstrumentor(ratio.plan)
     kwargs = instrumentor._add_interceptors(ratio.provider, {"interceptors": ["mine"]})
     assert isinstance(kwargs["interceptors"][0], UnaryUnaryClientInterceptor) and len(kwargs["interceptors"]) == 5
     assert kwargs["interceptors"][-1] == "mine"  # the channel's own interceptors run after ours, as with the library
+    assert isinstance(instrumentor.unary_unary_interceptor(ratio.provider), UnaryUnaryClientInterceptor)
 
 
 # -- server ----------------------------------------------------------------------------------------

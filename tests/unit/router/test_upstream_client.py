@@ -1,64 +1,35 @@
-"""The router's upstream client: unsampled calls take the uninstrumented channel with the "not sampled"
-traceparent in their metadata; sampled calls, and calls outside any span, take the instrumented one."""
+"""The router's upstream client: one channel without interceptors, whose ModelInfer calls are traced one
+by one while tracing is on (tests/unit/common/test_trace_interceptors.py covers what a traced call does;
+tests/integration/test_observability.py the spans of a real router -> text call)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
-from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-
-from services.common.telemetry import tracer
+from services.common.trace_interceptors import TracedUnaryUnary
 from services.router.upstream_client import UpstreamClient
 from tests.stubs import InMemoryTracing
 
-UNSAMPLED = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, is_remote=False,
-                        trace_flags=TraceFlags(TraceFlags.DEFAULT))
+
+def interceptors(client: UpstreamClient) -> list[Any]:
+    channel: Any = client.client._channel
+    return list(getattr(channel, "_unary_unary_interceptors", None) or [])
 
 
-class FakeClient:
-    """Records the headers each `infer` was sent with."""
-
-    def __init__(self) -> None:
-        self.headers: list[Any] = []
-        self.closed = False
-
-    async def infer(self, model_name: str, inputs: Any, **options: Any) -> str:
-        self.headers.append(options.get("headers"))
-        return model_name
-
-    async def close(self) -> None:
-        self.closed = True
+async def test_with_tracing_on_the_channel_has_no_interceptors_and_model_infer_is_traced_per_call() -> None:
+    with InMemoryTracing():
+        client = UpstreamClient("127.0.0.1:1", channel_args=[("grpc.dscp", 46)])
+        try:
+            assert interceptors(client) == []
+            assert isinstance(client.client._client_stub.ModelInfer, TracedUnaryUnary)
+        finally:
+            await client.close()
 
 
-@pytest.fixture
-def tracing() -> Iterator[InMemoryTracing]:
-    with InMemoryTracing() as tracing:
-        yield tracing
-
-
-async def test_unsampled_calls_skip_the_instrumented_channel_and_carry_the_decision(tracing: InMemoryTracing) -> None:
-    client = UpstreamClient("127.0.0.1:1", channel_args=[("grpc.dscp", 46)])
-    await client.close()  # the real channels; fakes stand in for the calls
-    traced, plain = FakeClient(), FakeClient()
-    client.traced, client._plain = traced, plain
-    with trace.use_span(NonRecordingSpan(UNSAMPLED)):
-        assert await client.infer("m", [], headers={"x-extra": "1"}) == "m"
-    assert plain.headers == [{"x-extra": "1", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}]
-    with tracer().start_as_current_span("sampled"):
-        await client.infer("m", [])
-    await client.infer("m", [])  # outside any span: the instrumented channel's interceptor decides
-    assert traced.headers == [None, None] and len(plain.headers) == 1
-    await client.close()
-    assert traced.closed and plain.closed
-
-
-async def test_one_channel_while_tracing_is_off() -> None:
+async def test_with_tracing_off_nothing_is_wrapped() -> None:
     client = UpstreamClient("127.0.0.1:1", channel_args=[])
-    assert client._plain is None
-    await client.close()
-    client.traced = traced = FakeClient()
-    with trace.use_span(NonRecordingSpan(UNSAMPLED)):
-        await client.infer("m", [])
-    assert traced.headers == [None]
+    try:
+        assert interceptors(client) == []
+        assert not isinstance(client.client._client_stub.ModelInfer, TracedUnaryUnary)
+    finally:
+        await client.close()
