@@ -1,20 +1,25 @@
 """What tracing costs in throughput: the same load against meshes side by side, tracing off and on.
 
-Starts router + text-service pairs as processes (`services.launcher.Mesh`): one with tracing off (the
-default), one with `OTEL_TRACES_EXPORTER=console` (spans serialised as JSON to /dev/null, so the
-exporter's work is counted) and `parentbased_traceidratio` sampling at `--ratio` (default 1%), and a
-second pair with tracing off as a control (`--no-control` leaves it out). All pairs are running the
-whole time; closed-loop load (`--concurrency` clients, text items through `Moderate`) goes to one pair
-at a time, in short rounds whose order alternates, so drift on a shared machine hits each alike. Text
-items are the worst case for tracing: the request is cheap (about 1 ms of server CPU), so per-call
-instrumentation weighs the most.
+A set is three router + text-service pairs started as processes (`services.launcher.Mesh`): one with
+tracing off (the default), one with `OTEL_TRACES_EXPORTER=console` (spans serialised as JSON to
+/dev/null, so the exporter's work is counted) and `parentbased_traceidratio` sampling at `--ratio`
+(default 1%), and a second one with tracing off, the control (`--no-control` leaves it out). Closed-loop
+load (`--concurrency` clients, text items through `Moderate`) goes to one pair at a time, in short
+rounds whose order alternates, so drift on a shared machine hits each alike. Text items are the worst
+case for tracing: the request is cheap (about 1 ms of server CPU), so per-call instrumentation weighs
+the most.
 
-Prints JSON: for tracing on and for the control, the median over rounds of the throughput ratio to the
-"off" round next to it, with a 95% bootstrap interval (resampling rounds), and the CPU time the router
-and text processes spent per request (from /proc). The control's ratio is this run's noise floor: two
-identical meshes differ by that much here. `overhead_percent` is 100 × (1 − the median ratio on/off).
+Why sets: two identical processes started one after the other differ here by up to ±5% in throughput
+for as long as they run (memory placement; the control shows it), more than the effect measured; more
+rounds do not shrink that, fresh processes do. So `--sets` sets are started one after another, each
+set's ratio is the median of its paired rounds (each on round over the off round next to it), and the
+result is the mean over sets with a 95% t-interval.
 
-Run: `python -m bench.tracing_overhead [--rounds 20 --seconds 2 --concurrency 16 --ratio 0.01]`
+Prints JSON: per set and overall, the throughput ratio on/off and control/off, and the CPU time the
+router and text processes spent per request (from /proc). `overhead_percent` is 100 × (1 − the mean
+ratio on/off); `control_percent` the same for the control, this run's noise floor.
+
+Run: `python -m bench.tracing_overhead [--sets 5 --rounds 8 --seconds 2 --concurrency 16 --ratio 0.01]`
 """
 
 from __future__ import annotations
@@ -162,32 +167,28 @@ def paired_ratios(base: Sequence[Round], other: Sequence[Round]) -> list[float]:
     return [b.throughput / a.throughput for a, b in zip(base, other) if a.throughput]
 
 
-@dataclass(frozen=True)
-class RatioEstimate:
-    """The median of per-round ratios, its 95% bootstrap interval, and the ratios' range."""
-
-    median: float
-    ci95: tuple[float, float]
-    spread: tuple[float, float]
-
-    def as_json(self) -> dict[str, object]:
-        return {"median": round(self.median, 4), "ci95": [round(bound, 4) for bound in self.ci95],
-                "range": [round(bound, 3) for bound in self.spread]}
+#: Two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table).
+_T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+          12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
 
 
-def median_with_interval(ratios: Sequence[float], resamples: int = 2000, seed: int = 7) -> RatioEstimate:
-    """The median of `ratios` and its 95% bootstrap interval (rounds resampled with replacement)."""
-    if not ratios:
-        return RatioEstimate(0.0, (0.0, 0.0), (0.0, 0.0))
-    values = np.asarray(ratios)
-    draws = np.random.default_rng(seed).choice(values, size=(resamples, len(values)), replace=True)
-    low, high = np.percentile(np.median(draws, axis=1), [2.5, 97.5])
-    return RatioEstimate(float(np.median(values)), (float(low), float(high)), (float(values.min()), float(values.max())))
+def mean_with_interval(values: Sequence[float]) -> tuple[float, tuple[float, float]]:
+    """The mean of `values` and its 95% t-interval (the mean itself twice for fewer than two values)."""
+    if not values:
+        return 0.0, (0.0, 0.0)
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return mean, (mean, mean)
+    dof = len(values) - 1
+    quantile = next((_T_975[k] for k in sorted(_T_975) if k >= dof), 1.96)
+    half = quantile * float(np.std(values, ddof=1)) / len(values) ** 0.5
+    return mean, (mean - half, mean + half)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.tracing_overhead", description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=20, help="timed rounds per mesh (default 20)")
+    parser.add_argument("--sets", type=int, default=5, help="sets of freshly started meshes (default 5)")
+    parser.add_argument("--rounds", type=int, default=8, help="timed rounds per mesh in each set (default 8)")
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one round (default 2)")
     parser.add_argument("--concurrency", type=int, default=16, help="closed-loop clients (default 16)")
     parser.add_argument("--ratio", type=float, default=0.01, help="sampling ratio with tracing on (default 0.01)")
@@ -196,42 +197,62 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def report(results: dict[str, list[Round]], args: argparse.Namespace) -> dict[str, object]:
+def set_report(results: dict[str, list[Round]]) -> dict[str, object]:
+    """One set: each side's summary and its median round ratio over "off"."""
+    document: dict[str, object] = {}
+    for name, rounds in results.items():
+        document[name] = summary(rounds)
+        if name != "off":
+            document[f"ratio_{name}_over_off"] = round(float(np.median(paired_ratios(results["off"], rounds))), 4)
+    return document
+
+
+def report(sets: Sequence[dict[str, list[Round]]], args: argparse.Namespace) -> dict[str, object]:
     """The JSON document (see the module docstring)."""
-    summaries = {name: summary(rounds) for name, rounds in results.items()}
-    off_cpu = float(str(summaries["off"]["server_cpu_us_per_request"]))
-    on = median_with_interval(paired_ratios(results["off"], results["on"]))
-    on_cpu = float(str(summaries["on"]["server_cpu_us_per_request"]))
+    per_set = [set_report(results) for results in sets]
+    pooled = {name: summary([r for results in sets for r in results[name]]) for name in sets[0]}
     document: dict[str, object] = {
         "workload": "text items through the router (router + text service processes)",
-        "exporter": "console (to /dev/null)", "sampling_ratio": args.ratio, "rounds": args.rounds,
+        "exporter": "console (to /dev/null)", "sampling_ratio": args.ratio, "sets": args.sets, "rounds": args.rounds,
         "seconds_per_round": args.seconds, "concurrency": args.concurrency,
-        "tracing_off": summaries["off"], "tracing_on": summaries["on"],
-        "round_ratio_on_over_off": on.as_json(),
-        "overhead_percent": round((1 - on.median) * 100, 2),
-        "overhead_percent_ci95": [round((1 - on.ci95[1]) * 100, 2), round((1 - on.ci95[0]) * 100, 2)],
-        "cpu_ratio_on_over_off": round(on_cpu / off_cpu, 4) if off_cpu else 0.0,
-    }
-    if "control" in results:
-        control_cpu = float(str(summaries["control"]["server_cpu_us_per_request"]))
-        document["tracing_off_control"] = summaries["control"]
-        document["round_ratio_control_over_off"] = median_with_interval(paired_ratios(results["off"], results["control"])).as_json()
-        document["cpu_ratio_control_over_off"] = round(control_cpu / off_cpu, 4) if off_cpu else 0.0
+        "tracing_off": pooled["off"], "tracing_on": pooled["on"]}
+    if "control" in pooled:
+        document["tracing_off_control"] = pooled["control"]
+    off_cpu = float(str(pooled["off"]["server_cpu_us_per_request"]))
+    for name, key in (("on", "overhead_percent"), ("control", "control_percent")):
+        if name not in pooled:
+            continue
+        ratios = [float(str(one[f"ratio_{name}_over_off"])) for one in per_set]
+        mean, (low, high) = mean_with_interval(ratios)
+        document[f"ratio_{name}_over_off"] = {"mean": round(mean, 4), "ci95": [round(low, 4), round(high, 4)],
+                                             "per_set": ratios}
+        document[key] = round((1 - mean) * 100, 2)
+        document[f"{key}_ci95"] = [round((1 - high) * 100, 2), round((1 - low) * 100, 2)]
+        cpu = float(str(pooled[name]["server_cpu_us_per_request"]))
+        document[f"cpu_ratio_{name}_over_off"] = round(cpu / off_cpu, 4) if off_cpu else 0.0
+    document["per_set"] = per_set
     return document
+
+
+def run_set(workdir: Path, index: int, args: argparse.Namespace) -> dict[str, list[Round]]:
+    """Start one set of meshes, measure, stop them."""
+    tenants_file = workdir / "tenants.yaml"
+    sides: dict[str, float | None] = {"off": None, "on": args.ratio}
+    if args.control:
+        sides["control"] = None
+    with contextlib.ExitStack() as stack:
+        meshes = {name: stack.enter_context(text_pair(tenants_file, ratio, f"{name}-{index}")) for name, ratio in sides.items()}
+        print(f"set {index + 1} of {args.sets}: meshes up", file=sys.stderr)
+        return asyncio.run(compare(meshes, args.rounds, args.seconds, args.concurrency))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory() as workdir, contextlib.ExitStack() as stack:
-        tenants_file = Path(workdir) / "tenants.yaml"
-        tenants_file.write_text(f"tenants:\n  - id: bench\n    api_key_sha256: {hash_key(BENCH_KEY)}\n"
-                                f"    policies: [default]\n", encoding="utf-8")
-        sides: dict[str, float | None] = {"off": None, "on": args.ratio}
-        if args.control:
-            sides["control"] = None
-        meshes = {name: stack.enter_context(text_pair(tenants_file, ratio, name)) for name, ratio in sides.items()}
-        results = asyncio.run(compare(meshes, args.rounds, args.seconds, args.concurrency))
-    print(json.dumps(report(results, args), indent=2))
+    with tempfile.TemporaryDirectory() as workdir:
+        (Path(workdir) / "tenants.yaml").write_text(f"tenants:\n  - id: bench\n    api_key_sha256: {hash_key(BENCH_KEY)}\n"
+                                                    f"    policies: [default]\n", encoding="utf-8")
+        sets = [run_set(Path(workdir), index, args) for index in range(args.sets)]
+    print(json.dumps(report(sets, args), indent=2))
     return 0
 
 

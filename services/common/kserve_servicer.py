@@ -71,7 +71,8 @@ class ModelRunner:
 
     async def _run_batch(self, items: list[_Item]) -> list[Row]:
         stacked = {name: np.stack([item.row[name] for item in items]) for name in items[0].row}
-        with batch_span(f"batch {self.model.name}", [item.origin for item in items], {"auditmesh.model": self.model.name}):
+        with batch_span(f"batch {self.model.name}", [item.origin for item in items], {"auditmesh.model": self.model.name},
+                        carry_unsampled=False):  # the model calls no other service
             if len(items) <= self.batcher.config.inline_max_batch_size:
                 outputs = self.model.infer(stacked)  # cheaper than two thread hand-offs (BatchingConfig)
             else:

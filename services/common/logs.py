@@ -52,13 +52,17 @@ class ContextFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, msg, plus any `extra={...}` fields."""
+    """One JSON object per line: ts, service, level, logger, msg, plus any `extra={...}` fields."""
 
     _standard = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
     def format(self, record: logging.LogRecord) -> str:
-        entry = {"ts": round(record.created, 6), "level": record.levelname.lower(), "logger": record.name,
-                 "msg": record.getMessage()}
+        entry = {"ts": round(record.created, 6), "service": self.service, "level": record.levelname.lower(),
+                 "logger": record.name, "msg": record.getMessage()}
         entry.update({k: v for k, v in vars(record).items() if k not in self._standard})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
@@ -79,10 +83,11 @@ class TextFormatter(logging.Formatter):
 
 
 def configure_logging(service: str, level: str = "info", fmt: str = "text") -> None:
-    """Route all logging to stderr in the chosen format, prefixed with the service name."""
+    """Route all logging to stderr in the chosen format, each line naming `service` (a router lane's
+    process is "router-<lane>"). Calling it again replaces the earlier set-up."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(service))
+    handler.setFormatter(JsonFormatter(service) if fmt == "json" else TextFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

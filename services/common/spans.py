@@ -20,7 +20,7 @@ Example::
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Iterator, Mapping, Sequence
 
 from opentelemetry import trace
@@ -56,13 +56,20 @@ def batch_parent(origins: Sequence[SpanContext]) -> SpanContext | None:
 
 
 @contextmanager
-def batch_span(name: str, origins: Sequence[SpanContext], attributes: Attributes | None = None) -> Iterator[None]:
-    """A span around one batch, child of `batch_parent(origins)` and linked to each distinct origin."""
+def batch_span(name: str, origins: Sequence[SpanContext], attributes: Attributes | None = None, *,
+               carry_unsampled: bool = True) -> Iterator[None]:
+    """A span around one batch, child of `batch_parent(origins)` and linked to each distinct origin.
+    When no origin is sampled there is no span, and the first origin's (unsampled) context is made
+    current for the calls the batch makes, unless `carry_unsampled` is False (a batch that calls no
+    other service: nothing would read it)."""
     if not tracing_enabled():
         yield
         return
     parent = batch_parent(origins)
     if parent is not None and drops_child(parent):  # no origin is sampled: only the context flows on
+        if not carry_unsampled:
+            yield
+            return
         token = attach(trace.set_span_in_context(NonRecordingSpan(parent), Context()))
         try:
             yield
@@ -82,21 +89,19 @@ def batch_span(name: str, origins: Sequence[SpanContext], attributes: Attributes
         yield
 
 
-@contextmanager
-def item_span(name: str, attributes: Attributes, *, new_trace: bool = False) -> Iterator[trace.Span | None]:
-    """A span for one item of a call. `new_trace` starts a new trace linked to the current span
-    (one per message of a long-lived stream, so a stream is not one hours-long trace)."""
+_NO_SPAN: AbstractContextManager[None] = nullcontext(None)  # reusable: enters to None, holds nothing
+
+
+def item_span(name: str, attributes: Attributes, *, new_trace: bool = False) -> AbstractContextManager[trace.Span | None]:
+    """A span for one item of a call (entering gives the span, or None when none is made: tracing off,
+    or an unsampled parent the sampler follows). `new_trace` starts a new trace linked to the current
+    span (one per message of a long-lived stream, so a stream is not one hours-long trace)."""
     if not tracing_enabled():
-        yield None
-        return
+        return _NO_SPAN
     current = current_span_context()
-    links = []
-    context = None
     if new_trace:
         links = [Link(current)] if current.is_valid else []
-        context = Context()
-    elif drops_child(current):
-        yield None
-        return
-    with tracer().start_as_current_span(name, context=context, links=links, attributes=attributes) as span:
-        yield span
+        return tracer().start_as_current_span(name, context=Context(), links=links, attributes=attributes)
+    if drops_child(current):
+        return _NO_SPAN
+    return tracer().start_as_current_span(name, attributes=attributes)

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Iterator
 
@@ -41,7 +42,8 @@ from opentelemetry.instrumentation.grpc.version import __version__ as library_ve
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract, get_global_textmap, inject
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from services.common.trace_sampling import SamplingPlan, reserve_trace_id
 
@@ -210,7 +212,10 @@ class SampledOnlyAioServerInterceptor(lib_server.OpenTelemetryAioServerIntercept
     def __init__(self, tracer: trace.Tracer, plan: SamplingPlan, filter_: Callable[[Any], bool] | None = None) -> None:
         super().__init__(tracer, filter_=filter_)
         self._plan = plan
-        self._fields = frozenset(get_global_textmap().fields)  # metadata keys the propagators read
+        textmap = get_global_textmap()
+        self._fields = frozenset(textmap.fields)  # metadata keys the propagators read
+        self._w3c = any(isinstance(propagator, TraceContextTextMapPropagator)
+                        for propagator in getattr(textmap, "_propagators", [textmap]))
 
     async def intercept_service(self, continuation: Callable[[Any], Awaitable[Handler]], details: Any) -> Handler:
         if not is_instrumentation_enabled() or (self._filter is not None and not self._filter(details)):
@@ -241,12 +246,36 @@ class SampledOnlyAioServerInterceptor(lib_server.OpenTelemetryAioServerIntercept
 
     def _caller(self, metadata: Any) -> Context | None:
         """The caller's context, from the metadata keys the propagators read; None when the call carries
-        none of them, as most calls to the router do (extract would return an empty context)."""
+        none of them, as most calls to the router do (extract would return an empty context). A lone
+        version-00 `traceparent`, what the router sends a modality service, is read here when the
+        propagators include W3C trace context: the same context the propagators would build, for a
+        third of the work."""
         fields = self._fields
+        traceparent = None
         for entry in metadata or ():
             if entry.key in fields:
-                return extract({md.key: md.value for md in metadata})
+                if traceparent is not None or entry.key != "traceparent" or not self._w3c:
+                    return extract({md.key: md.value for md in metadata})
+                traceparent = entry.value
+        if traceparent is None:
+            return None
+        return w3c_context(traceparent) or extract({"traceparent": traceparent})
+
+
+_TRACEPARENT_00 = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+
+
+def w3c_context(traceparent: str) -> Context | None:
+    """The context W3C trace context's propagator extracts from a well-formed version-00 `traceparent`
+    alone (a remote, non-recording span); None for anything else, which the propagator is left to judge."""
+    match = _TRACEPARENT_00.fullmatch(traceparent)
+    if match is None:
         return None
+    trace_id, span_id = int(match[1], 16), int(match[2], 16)
+    if not trace_id or not span_id:
+        return None
+    parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(int(match[3], 16)))
+    return trace.set_span_in_context(NonRecordingSpan(parent), Context())
 
 
 def sampled_only_server_interceptor(provider: TracerProvider, plan: SamplingPlan,

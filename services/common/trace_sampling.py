@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -55,10 +55,10 @@ def reserve_trace_id(trace_id: int) -> None:
     _reserved.set(trace_id)
 
 
-@dataclass(frozen=True)
-class RootDecision:
+class RootDecision(NamedTuple):
     """The sampler's decision for a new trace: `span` is its non-recording span when dropped, else None
-    (sampled: the caller reserves `trace_id` and lets the instrumentation start the span)."""
+    (sampled: the caller reserves `trace_id` and lets the instrumentation start the span). A tuple: it
+    is made for every new trace."""
 
     trace_id: int
     span: NonRecordingSpan | None

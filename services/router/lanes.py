@@ -137,6 +137,12 @@ class LaneGate:
                                     f"this is lane {self.lane.name!r} (classes {', '.join(self.lane.classes)})")
 
 
+def log_service_name(lane: Lane) -> str:
+    """What a lane's process calls itself in its log lines: "router-<lane>", so that the lanes' lines,
+    which a log pipeline collects together, say which process wrote them."""
+    return f"router-{lane.name}"
+
+
 def apply_nice(lane: Lane | None) -> None:
     """Lower this process's CPU priority by the lane's `nice` (once, at start)."""
     if lane is not None and lane.nice:

@@ -36,7 +36,7 @@ from services.router.admission import Admission, OverQuotaError
 from services.router.config import RouterConfig, load_router_config
 from services.router.convert import error_response, raw_parts, response_for, status_with_retry
 from services.router.dispatch import ModalityDispatcher
-from services.router.lanes import LaneGate, apply_nice, check_classes_covered
+from services.router.lanes import LaneGate, apply_nice, check_classes_covered, log_service_name
 from services.router.lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.metrics import UNKNOWN, PolicyVersionsCollector, RouterMetrics, SchedulerCollector
 from services.router.pipeline import Outcome, Pipeline
@@ -364,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("router", args.log_level, args.log_format)
     try:
         config = load_router_config(args.config, args.lane)
+        if config.lane is not None:  # lanes are processes of their own: their log lines say which
+            configure_logging(log_service_name(config.lane), args.log_level, args.log_format)
         lifecycle = PolicyLifecycle.open(config)  # fails before binding the port on a bad tenants or policy file
         try:
             check_classes_covered(config.lanes, [c.name for c in lifecycle.runtime.snapshot.tenants.qos_classes])

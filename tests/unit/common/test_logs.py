@@ -24,12 +24,13 @@ def capture(formatter: logging.Formatter) -> tuple[logging.Logger, io.StringIO]:
 
 
 def test_json_lines_carry_request_and_trace_ids() -> None:
-    logger, stream = capture(JsonFormatter())
+    logger, stream = capture(JsonFormatter("router-bulk"))
     logger.info("outside")
     with InMemoryTracing(), tracer().start_as_current_span("call") as span, request_scope("req-7") as request_id:
         logger.info("moderated", extra={"tenant": "acme", "decision": "allow"})
     first, second = (json.loads(line) for line in stream.getvalue().splitlines())
     assert "request_id" not in first and "trace_id" not in first
+    assert first["service"] == second["service"] == "router-bulk"
     assert request_id == "req-7" and second["request_id"] == "req-7" and second["tenant"] == "acme"
     assert second["trace_id"] == format(span.get_span_context().trace_id, "032x")
 

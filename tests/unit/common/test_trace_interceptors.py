@@ -15,10 +15,12 @@ from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from services.common.telemetry import _traced
 from services.common.trace_interceptors import (SampledOnlyAioClientInstrumentor, TracedUnaryUnary,
-                                                UnaryUnaryClientInterceptor, sampled_only_server_interceptor)
+                                                UnaryUnaryClientInterceptor, sampled_only_server_interceptor,
+                                                w3c_context)
 from services.common.trace_sampling import ReservingIdGenerator, SamplingPlan
 
 METHOD = "/inference.GRPCInferenceService/ModelInfer"
@@ -295,3 +297,30 @@ async def test_a_sampled_new_trace_is_the_one_the_decision_was_taken_on() -> Non
 async def test_health_checks_are_not_intercepted(ratio: Tracing) -> None:
     current, unwrapped = await serve(ratio, {}, method="/grpc.health.v1.Health/Check")
     assert not current.is_valid and unwrapped
+
+
+@pytest.mark.parametrize("traceparent", ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+                                         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                                         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03"])
+def test_the_quick_traceparent_reading_builds_what_the_propagator_extracts(traceparent: str) -> None:
+    quick = w3c_context(traceparent)
+    assert quick is not None
+    mine, theirs = trace.get_current_span(quick).get_span_context(), trace.get_current_span(
+        TraceContextTextMapPropagator().extract({"traceparent": traceparent})).get_span_context()
+    assert mine == theirs and mine.is_remote and mine.trace_state == theirs.trace_state
+
+
+@pytest.mark.parametrize("traceparent", ["00-00000000000000000000000000000000-b7ad6b7169203331-01",  # zero trace id
+                                         "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",  # zero span id
+                                         "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",  # upper case
+                                         "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",  # another version
+                                         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",
+                                         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333_-01", ""])
+def test_anything_but_a_plain_version_00_traceparent_is_left_to_the_propagators(traceparent: str) -> None:
+    assert w3c_context(traceparent) is None
+
+
+async def test_a_caller_with_tracestate_gets_it_through_the_propagators(ratio: Tracing) -> None:
+    current, _ = await serve(ratio, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+                                     "tracestate": "vendor=opaque"})
+    assert current.trace_id == UNSAMPLED.trace_id and current.trace_state.get("vendor") == "opaque"

@@ -9,7 +9,7 @@ import pytest
 from services.common.config import ConfigError
 from services.common.errors import PermissionDeniedError
 from services.router.config import load_router_config
-from services.router.lanes import Lane, LaneGate, check_classes_covered, pick_lane, validate_lanes
+from services.router.lanes import Lane, LaneGate, check_classes_covered, log_service_name, pick_lane, validate_lanes
 
 INTERACTIVE = Lane("interactive", ("realtime", "standard"), "127.0.0.1:8100")
 BULK = Lane("bulk", ("bulk",), "127.0.0.1:8104", nice=10, advertise="bulk.example:443")
@@ -63,6 +63,10 @@ def test_gate_lets_its_classes_through_and_names_the_right_lane_to_others() -> N
     assert str(raised.value) == ("tenant 'globex' is in QoS class 'bulk', which is served by lane 'bulk' at bulk.example:443; "
                                  "this is lane 'interactive' (classes realtime, standard)")
     LaneGate(None).check("anyone", "bulk")  # no lanes: every class
+
+
+def test_each_lane_names_itself_in_its_log_lines() -> None:
+    assert (log_service_name(INTERACTIVE), log_service_name(BULK)) == ("router-interactive", "router-bulk")
 
 
 def test_router_config_selects_the_lane_and_its_listen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
