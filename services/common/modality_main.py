@@ -107,7 +107,7 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
     configure_logging(service, args.log_level, args.log_format)
     try:
         config = load_service_config(args.config)
-        setup_tracing(service)
+        setup_tracing(service, starts_traces=False)  # traces start at the router; a modality service follows
     except ValueError as error:  # ConfigError, or an OTEL_* variable with a bad value (named in the message)
         print(f"{service}: {error}", file=sys.stderr)
         return 2

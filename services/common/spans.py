@@ -66,7 +66,10 @@ def batch_span(name: str, origins: Sequence[SpanContext], attributes: Attributes
         yield
         return
     parent = batch_parent(origins)
-    if parent is not None and drops_child(parent):  # no origin is sampled: only the context flows on
+    if parent is None:  # untraced requests (new traces the router's sampler dropped): no span, no context
+        yield
+        return
+    if drops_child(parent):  # no origin is sampled: only the context flows on
         if not carry_unsampled:
             yield
             return
@@ -83,7 +86,7 @@ def batch_span(name: str, origins: Sequence[SpanContext], attributes: Attributes
         if origin.is_valid and key not in seen:
             seen.add(key)
             links.append(Link(origin))
-    context = trace.set_span_in_context(NonRecordingSpan(parent), Context()) if parent is not None else Context()
+    context = trace.set_span_in_context(NonRecordingSpan(parent), Context())
     with tracer().start_as_current_span(name, context=context, kind=SpanKind.INTERNAL, links=links,
                                         attributes={**(attributes or {}), "auditmesh.batch_size": len(origins)}):
         yield
@@ -102,6 +105,6 @@ def item_span(name: str, attributes: Attributes, *, new_trace: bool = False) -> 
     if new_trace:
         links = [Link(current)] if current.is_valid else []
         return tracer().start_as_current_span(name, context=Context(), links=links, attributes=attributes)
-    if drops_child(current):
+    if not current.is_valid or drops_child(current):  # an untraced request, or an unsampled parent
         return _NO_SPAN
     return tracer().start_as_current_span(name, attributes=attributes)

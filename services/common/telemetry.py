@@ -108,6 +108,7 @@ class _State:
     tracer: trace.Tracer | None = None
     plan: SamplingPlan | None = None
     instrumentor: SampledOnlyAioClientInstrumentor | None = None
+    starts_traces: bool = True
 
 
 _state = _State()
@@ -162,15 +163,18 @@ def uninstrumented_channels() -> Iterator[None]:
         yield
 
 
-def setup_tracing(service: str, env: Mapping[str, str] | None = None) -> TracerProvider | None:
+def setup_tracing(service: str, env: Mapping[str, str] | None = None, *, starts_traces: bool = True) -> TracerProvider | None:
     """Turn tracing on when the environment asks for it; returns the provider, or None when off.
 
+    `starts_traces=False` (the modality services): a call that carries no trace context is not traced
+    here; the service follows its callers' decisions only (see `install_tracing`).
     Call before any gRPC channel or server is created: channels made earlier are not instrumented.
     """
     settings = TracingSettings.from_env(service, os.environ if env is None else env)
     if settings.exporter == "none":
         return None
-    provider = install_tracing(settings.service_name, _exporter(settings.exporter), sampler=settings.make_sampler())
+    provider = install_tracing(settings.service_name, _exporter(settings.exporter), sampler=settings.make_sampler(),
+                               starts_traces=starts_traces)
     trace.set_tracer_provider(provider)  # for any library that asks the global API
     return provider
 
@@ -184,9 +188,12 @@ def _exporter(kind: Exporter) -> SpanExporter:
 
 
 def install_tracing(service_name: str, exporter: SpanExporter, *, sampler: Sampler | None = None,
-                    batch: bool = True) -> TracerProvider:
+                    batch: bool = True, starts_traces: bool = True) -> TracerProvider:
     """Turn tracing on with an explicit exporter (tests pass an InMemorySpanExporter, batch=False).
     The sampler defaults to parentbased_always_on (the environment is not read here).
+
+    `starts_traces`: whether a served call without trace context may start a trace (the sampler's
+    root decision); False for services behind the router, which follow the caller's decision only.
 
     Does not touch the global tracer provider; `shutdown_tracing` undoes everything this does.
     """
@@ -208,7 +215,7 @@ def install_tracing(service_name: str, exporter: SpanExporter, *, sampler: Sampl
     instrumentor = SampledOnlyAioClientInstrumentor(plan)
     instrumentor.instrument(tracer_provider=provider)
     _state.provider, _state.tracer, _state.plan = provider, provider.get_tracer(TRACER_NAME), plan
-    _state.instrumentor = instrumentor
+    _state.instrumentor, _state.starts_traces = instrumentor, starts_traces
     return provider
 
 
@@ -216,6 +223,7 @@ def shutdown_tracing() -> None:
     """Flush and stop tracing; later channels and servers are created without instrumentation."""
     provider, instrumentor = _state.provider, _state.instrumentor
     _state.provider, _state.tracer, _state.plan, _state.instrumentor = None, None, None, None
+    _state.starts_traces = True
     if instrumentor is not None:
         instrumentor.uninstrument()
     if provider is not None:
@@ -229,7 +237,7 @@ def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
         return []
     from services.common.trace_interceptors import sampled_only_server_interceptor
 
-    return [sampled_only_server_interceptor(provider, plan, filter_=_traced)]
+    return [sampled_only_server_interceptor(provider, plan, filter_=_traced, starts_traces=_state.starts_traces)]
 
 
 def _traced(details: grpc.HandlerCallDetails) -> bool:

@@ -148,6 +148,9 @@ class TracedUnaryUnary:
 
     async def __call__(self, request: Any, *, timeout: float | None = None, metadata: Any = None, credentials: Any = None,
                        wait_for_ready: bool | None = None, compression: Any = None) -> Any:
+        if not trace.get_current_span().get_span_context().is_valid:  # an untraced request: nothing to carry
+            return await self._call(request, timeout=timeout, metadata=metadata, credentials=credentials,
+                                    wait_for_ready=wait_for_ready, compression=compression)
         headers = self._interceptor.unsampled_headers()
         if headers is not None:  # the fast path, without the interceptor's call details and metadata objects
             return await self._call(request, timeout=timeout, metadata=(*(metadata or ()), *headers),
@@ -209,9 +212,11 @@ class SampledOnlyAioServerInterceptor(lib_server.OpenTelemetryAioServerIntercept
     current here is the handler's, and goes away with the call: the fast path needs no wrapper around
     the handler (tests/integration/test_trace_sampling.py checks both halves of that)."""
 
-    def __init__(self, tracer: trace.Tracer, plan: SamplingPlan, filter_: Callable[[Any], bool] | None = None) -> None:
+    def __init__(self, tracer: trace.Tracer, plan: SamplingPlan, filter_: Callable[[Any], bool] | None = None,
+                 starts_traces: bool = True) -> None:
         super().__init__(tracer, filter_=filter_)
         self._plan = plan
+        self._starts_traces = starts_traces
         textmap = get_global_textmap()
         self._fields = frozenset(textmap.fields)  # metadata keys the propagators read
         self._w3c = any(isinstance(propagator, TraceContextTextMapPropagator)
@@ -232,10 +237,11 @@ class SampledOnlyAioServerInterceptor(lib_server.OpenTelemetryAioServerIntercept
                 attach(caller)  # the caller's unsampled context, for the handler and the calls it makes
                 return handler
         else:
+            if not self._starts_traces:
+                return handler  # a follower: no caller context, no trace
             decision = self._plan.root(caller, details.method, SpanKind.SERVER)
             if decision.span is not None:
-                attach(trace.set_span_in_context(decision.span, caller))
-                return handler
+                return handler  # a new trace the sampler drops: the call runs without any trace context
             reserve_trace_id(decision.trace_id)  # the library's span takes the id the decision was taken on
 
         async def found(_: Any) -> Handler:
@@ -279,9 +285,10 @@ def w3c_context(traceparent: str) -> Context | None:
 
 
 def sampled_only_server_interceptor(provider: TracerProvider, plan: SamplingPlan,
-                                    filter_: Callable[[Any], bool] | None = None) -> SampledOnlyAioServerInterceptor:
+                                    filter_: Callable[[Any], bool] | None = None,
+                                    starts_traces: bool = True) -> SampledOnlyAioServerInterceptor:
     """The server interceptor with the tracer the library's `aio_server_interceptor` would use."""
-    return SampledOnlyAioServerInterceptor(_library_tracer(provider), plan, filter_=filter_)
+    return SampledOnlyAioServerInterceptor(_library_tracer(provider), plan, filter_=filter_, starts_traces=starts_traces)
 
 
 def _library_tracer(provider: TracerProvider | None) -> trace.Tracer:

@@ -73,6 +73,15 @@ def test_no_span_under_an_unsampled_parent() -> None:
         assert tracing.spans() == []
 
 
+def test_untraced_requests_get_no_item_or_batch_span_and_start_no_trace() -> None:
+    with InMemoryTracing() as tracing:  # samples every new trace: only the router's interceptor starts one
+        with item_span("item", {"auditmesh.tenant": "acme"}) as span:
+            assert span is None and not current_span_context().is_valid
+        with batch_span("batch m", [current_span_context(), current_span_context()]):
+            assert not current_span_context().is_valid
+        assert tracing.spans() == []
+
+
 def test_an_unsampled_batch_runs_in_its_parent_context_so_its_calls_carry_the_decision_on() -> None:
     with InMemoryTracing() as tracing:
         with batch_span("batch m", [context(7, 70, False), context(8, 80, False)]):

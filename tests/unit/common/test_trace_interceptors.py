@@ -180,6 +180,13 @@ async def test_a_sampled_traced_unary_call_gets_the_library_client_span(ratio: T
     assert dict(sent["metadata"])["x-api-key"] == "k" and sent["timeout"] == 1.5
 
 
+async def test_a_traced_unary_call_outside_any_trace_goes_out_untouched(ratio: Tracing) -> None:
+    call, inner = traced_call(ratio)
+    assert await call(b"request", metadata=(("x-api-key", "k"),)) == b"response"
+    (sent,) = inner.calls
+    assert sent["metadata"] == (("x-api-key", "k"),) and ratio.exporter.get_finished_spans() == ()
+
+
 async def test_a_failed_sampled_call_raises_and_its_span_records_the_status(ratio: Tracing) -> None:
     call, _ = traced_call(ratio, grpc.StatusCode.UNAVAILABLE)
     with ratio.provider.get_tracer("test").start_as_current_span("caller", trace.set_span_in_context(NonRecordingSpan(SAMPLED))):
@@ -220,7 +227,8 @@ class ServicerContext:
         return "ipv4:127.0.0.1:50000"
 
 
-async def serve(tracing: Tracing, metadata: dict[str, str], method: str = METHOD) -> tuple[SpanContext, bool]:
+async def serve(tracing: Tracing, metadata: dict[str, str], method: str = METHOD,
+                starts_traces: bool = True) -> tuple[SpanContext, bool]:
     """One unary call through the server interceptor, run as grpc.aio runs it (interceptors, then the
     handler, in a task of the call's own); the span context the handler saw, and whether it got the
     servicer context unwrapped."""
@@ -235,7 +243,8 @@ async def serve(tracing: Tracing, metadata: dict[str, str], method: str = METHOD
     async def continuation(details: Details) -> Any:
         return handler
 
-    interceptor = sampled_only_server_interceptor(tracing.provider, tracing.plan, filter_=_traced)
+    interceptor = sampled_only_server_interceptor(tracing.provider, tracing.plan, filter_=_traced,
+                                                  starts_traces=starts_traces)
     servicer_context = ServicerContext(metadata)
 
     async def call() -> None:
@@ -261,9 +270,19 @@ async def test_a_call_from_a_sampled_caller_gets_the_library_span(ratio: Tracing
     assert server.attributes["rpc.method"] == "ModelInfer" and not unwrapped  # the library's context wrapper
 
 
-async def test_a_new_trace_the_sampler_drops_runs_in_a_fresh_unsampled_context() -> None:
+async def test_a_new_trace_the_sampler_drops_runs_without_any_trace_context() -> None:
     first, unwrapped = await serve(Tracing(sampling.ParentBased(sampling.ALWAYS_OFF)), {})
-    assert first.is_valid and not first.trace_flags.sampled and unwrapped
+    assert not first.is_valid and unwrapped  # nothing to carry on: the request is simply not traced
+
+
+async def test_a_follower_starts_no_trace_for_a_call_without_context() -> None:
+    tracing = Tracing(sampling.ParentBased(sampling.ALWAYS_ON))  # would sample every new trace
+    current, unwrapped = await serve(tracing, {}, starts_traces=False)
+    assert not current.is_valid and unwrapped and tracing.exporter.get_finished_spans() == ()
+    current, _ = await serve(tracing, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+                             starts_traces=False)
+    (server,) = tracing.spans(SpanKind.SERVER)  # a sampled caller is still followed
+    assert server.context.trace_id == UNSAMPLED.trace_id == current.trace_id
 
 
 class EvenTraceIds(sampling.Sampler):
