@@ -15,11 +15,17 @@ rounds do not shrink that, fresh processes do. So `--sets` sets are started one 
 set's ratio is the median of its paired rounds (each on round over the off round next to it), and the
 result is the mean over sets with a 95% t-interval.
 
-Prints JSON: per set and overall, the throughput ratio on/off and control/off, and the CPU time the
-router and text processes spent per request (from /proc). `overhead_percent` is 100 × (1 − the mean
-ratio on/off); `control_percent` the same for the control, this run's noise floor.
+Why pinned (the default; `--no-pin` to share): the services' processes run on the last CPU and the
+load generator on the others, so the services are the bottleneck and the generator's own CPU use,
+which tracing does not change, neither dilutes the ratio nor competes with the services unevenly.
 
-Run: `python -m bench.tracing_overhead [--sets 5 --rounds 8 --seconds 2 --concurrency 16 --ratio 0.01]`
+Prints JSON: per set and overall, the throughput ratio of tracing on over the baseline (each round,
+the mean of the two tracing-off meshes: two instances halve one instance's noise), the ratio
+control/off (this run's noise floor), and the CPU time the router and text processes spent per
+request (from /proc). `overhead_percent` is 100 × (1 − the mean ratio on/baseline), `control_percent`
+100 × (1 − the mean ratio control/off).
+
+Run: `python -m bench.tracing_overhead [--sets 5 --rounds 8 --seconds 2 --concurrency 16 --ratio 0.01 --no-pin]`
 """
 
 from __future__ import annotations
@@ -194,16 +200,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--ratio", type=float, default=0.01, help="sampling ratio with tracing on (default 0.01)")
     parser.add_argument("--no-control", dest="control", action="store_false",
                         help="leave out the second tracing-off mesh that measures this run's noise")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="let the services and the load generator share every CPU (default: the services on "
+                             "the last CPU, the load generator on the others, so the services are the bottleneck)")
     return parser.parse_args(argv)
 
 
+def baseline(results: dict[str, list[Round]]) -> list[float]:
+    """The tracing-off throughput of each round: the mean of "off" and "control" when there is a
+    control (two instances halve the noise of one), else "off"."""
+    if "control" not in results:
+        return [r.throughput for r in results["off"]]
+    return [(off.throughput + control.throughput) / 2 for off, control in zip(results["off"], results["control"])]
+
+
 def set_report(results: dict[str, list[Round]]) -> dict[str, object]:
-    """One set: each side's summary and its median round ratio over "off"."""
-    document: dict[str, object] = {}
-    for name, rounds in results.items():
-        document[name] = summary(rounds)
-        if name != "off":
-            document[f"ratio_{name}_over_off"] = round(float(np.median(paired_ratios(results["off"], rounds))), 4)
+    """One set: each side's summary, and the median round ratios on/baseline (see `baseline`) and
+    control/off (the noise floor)."""
+    document: dict[str, object] = {name: summary(rounds) for name, rounds in results.items()}
+    on = [r.throughput / base for base, r in zip(baseline(results), results["on"]) if base]
+    document["ratio_on_over_baseline"] = round(float(np.median(on)), 4)
+    if "control" in results:
+        document["ratio_control_over_off"] = round(float(np.median(paired_ratios(results["off"], results["control"]))), 4)
     return document
 
 
@@ -215,23 +233,39 @@ def report(sets: Sequence[dict[str, list[Round]]], args: argparse.Namespace) -> 
         "workload": "text items through the router (router + text service processes)",
         "exporter": "console (to /dev/null)", "sampling_ratio": args.ratio, "sets": args.sets, "rounds": args.rounds,
         "seconds_per_round": args.seconds, "concurrency": args.concurrency,
+        "pinned": bool(getattr(args, "pinned", False)),
         "tracing_off": pooled["off"], "tracing_on": pooled["on"]}
     if "control" in pooled:
         document["tracing_off_control"] = pooled["control"]
     off_cpu = float(str(pooled["off"]["server_cpu_us_per_request"]))
-    for name, key in (("on", "overhead_percent"), ("control", "control_percent")):
+    base_cpu = (off_cpu + float(str(pooled["control"]["server_cpu_us_per_request"]))) / 2 if "control" in pooled else off_cpu
+    for name, ratio_key, key, cpu_base in (("on", "ratio_on_over_baseline", "overhead_percent", base_cpu),
+                                           ("control", "ratio_control_over_off", "control_percent", off_cpu)):
         if name not in pooled:
             continue
-        ratios = [float(str(one[f"ratio_{name}_over_off"])) for one in per_set]
+        ratios = [float(str(one[ratio_key])) for one in per_set]
         mean, (low, high) = mean_with_interval(ratios)
-        document[f"ratio_{name}_over_off"] = {"mean": round(mean, 4), "ci95": [round(low, 4), round(high, 4)],
-                                             "per_set": ratios}
+        document[ratio_key] = {"mean": round(mean, 4), "ci95": [round(low, 4), round(high, 4)], "per_set": ratios}
         document[key] = round((1 - mean) * 100, 2)
         document[f"{key}_ci95"] = [round((1 - high) * 100, 2), round((1 - low) * 100, 2)]
         cpu = float(str(pooled[name]["server_cpu_us_per_request"]))
-        document[f"cpu_ratio_{name}_over_off"] = round(cpu / off_cpu, 4) if off_cpu else 0.0
+        document[f"cpu_ratio_{ratio_key.removeprefix('ratio_')}"] = round(cpu / cpu_base, 4) if cpu_base else 0.0
     document["per_set"] = per_set
     return document
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` (threads it starts later inherit it) onto `cpus` (Linux)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            os.sched_setaffinity(int(task), cpus)
+
+
+def server_cpus() -> tuple[set[int], set[int]] | None:
+    """(the services' CPUs, the load generator's CPUs) for `--pin`: the last CPU for the services, the
+    others for the generator; None with fewer than two CPUs."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return ({cpus[-1]}, set(cpus[:-1])) if len(cpus) >= 2 else None
 
 
 def run_set(workdir: Path, index: int, args: argparse.Namespace) -> dict[str, list[Round]]:
@@ -242,12 +276,19 @@ def run_set(workdir: Path, index: int, args: argparse.Namespace) -> dict[str, li
         sides["control"] = None
     with contextlib.ExitStack() as stack:
         meshes = {name: stack.enter_context(text_pair(tenants_file, ratio, f"{name}-{index}")) for name, ratio in sides.items()}
+        split = server_cpus() if args.pinned else None
+        if split is not None:
+            for mesh in meshes.values():
+                for process in mesh.processes.values():
+                    pin(process.pid, split[0])
+            pin(os.getpid(), split[1])
         print(f"set {index + 1} of {args.sets}: meshes up", file=sys.stderr)
         return asyncio.run(compare(meshes, args.rounds, args.seconds, args.concurrency))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    args.pinned = args.pin and server_cpus() is not None
     with tempfile.TemporaryDirectory() as workdir:
         (Path(workdir) / "tenants.yaml").write_text(f"tenants:\n  - id: bench\n    api_key_sha256: {hash_key(BENCH_KEY)}\n"
                                                     f"    policies: [default]\n", encoding="utf-8")

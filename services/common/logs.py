@@ -1,14 +1,15 @@
 """Logging set-up shared by every service: plain text by default, JSON lines with `--log-format json`.
 
 Every record logged while a request is being handled carries its `request_id` (set with
-`request_scope`) and, when tracing is on, the `trace_id` of the active span, so a log line leads to
-the trace and back. Never log raw content (texts, image bytes): only ids, sizes, decisions and timings.
+`request_scope`) and, when the request is traced, the `trace_id` of the active span, so a log line
+leads to the trace and back (with ratio sampling, a request the router did not sample has no trace
+context and its lines carry the `request_id` only). Each line names its service (`configure_logging`). Never log raw content (texts, image bytes): only ids, sizes, decisions and timings.
 
 Example::
 
     with request_scope(request.request_id):
         log.info("moderated", extra={"tenant": tenant.id, "decision": "allow"})
-    # {"ts": ..., "msg": "moderated", "tenant": "acme", "decision": "allow", "request_id": "r-1", "trace_id": "4bf9..."}
+    # {"ts": ..., "service": "router", "msg": "moderated", "tenant": "acme", "decision": "allow", "request_id": "r-1", "trace_id": "4bf9..."}
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ def parse_args(service: str, argv: Sequence[str] | None) -> argparse.Namespace:
                         help=f"service config YAML (default: config/{service}.yaml); env AUDITMESH_LISTEN, "
                              "AUDITMESH_METRICS_LISTEN and AUDITMESH_MODEL_REPOSITORY override its listen address, "
                              "/metrics address ('off' for none) and model repository. Tracing: OTEL_TRACES_EXPORTER "
-                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT")
+                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT; traces start at the "
+                             "router: this service records spans only for calls whose caller sent a sampled traceparent")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)

@@ -8,7 +8,10 @@ captured contexts to `batch_span` when the batch runs. Every helper returns at o
 off (`services.common.telemetry`), and creates no span under an unsampled parent when the sampler
 would drop it anyway (`telemetry.drops_child`: the parent-based samplers, the default). A batch whose
 items are all unsampled still runs in its parent's (unsampled) context, so the calls it makes carry
-the "not sampled" decision on and the next service skips its spans too.
+the "not sampled" decision on and the next service skips its spans too. An untraced request (no trace
+context at all: a new trace the router's sampler dropped) gets no item span, and a batch of untraced
+requests no batch span: neither starts a trace of its own, since traces start at the router's
+server interceptor only.
 
 Example::
 

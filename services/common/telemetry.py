@@ -11,6 +11,12 @@ Read once at start (`setup_tracing`):
   of new traces and follows the caller's decision otherwise. Default `parentbased_always_on`.
 - `OTEL_SERVICE_NAME` (default `auditmesh-<service>`), `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_BSP_*`.
 
+Traces start at the router: its server interceptor takes the sampler's decision for a request that
+arrives without trace context, and a request it drops runs with no trace context at all (nothing is
+made current, no span helper does anything, nothing is sent upstream). The modality services start no
+traces (`setup_tracing(..., starts_traces=False)`): they follow a caller's sampled or unsampled
+`traceparent`, and do not trace a call without one.
+
 Off costs nothing: no SDK is loaded, no interceptor wraps any call, and `tracing_enabled()` is False
 so span helpers (`services.common.spans`) return at once. On, the grpc.aio client instrumentor is
 installed process-wide (the router's tritonclient channels then carry W3C `traceparent` metadata over

@@ -8,10 +8,12 @@ and hand a call to the library only when it will be sampled:
 - client: under a valid, unsampled span the call goes straight on, carrying the propagation headers
   (W3C `traceparent` with the not-sampled flag, through the configured propagators) so the next hop
   follows the decision; otherwise (sampled, or no span) the library's interceptor runs as before;
-- server: the caller's context is extracted from the metadata; under an unsampled caller, or for a
-  new trace the sampler drops, that (non-recording) context is made current and the handler runs
-  unwrapped; otherwise the library's interceptor runs (for a new trace with the id the decision was
-  taken on, so the configured ratio holds).
+- server: the caller's context is extracted from the metadata; under an unsampled caller that
+  (non-recording) context is made current and the handler runs unwrapped; a call without trace
+  context runs unwrapped and without any context when the sampler drops the new trace (or when this
+  service starts no traces: `starts_traces=False`, the modality services, which follow the router);
+  otherwise the library's interceptor runs (for a new trace with the id the decision was taken on, so
+  the configured ratio holds).
 
 Either way what reaches the next hop, the span helpers (`services.common.spans`) and the log lines is
 the same context the library would have made current, so sampled traces look exactly as before.
@@ -130,8 +132,8 @@ class TracedUnaryUnary:
     sampling that task costs more than what the interceptor does for the 99% of calls that are not
     sampled. Here an unsampled call only gets the propagation headers (the "not sampled" `traceparent`)
     and goes straight on; a sampled call, or one outside any span, goes through the library's interceptor,
-    which starts the CLIENT span, injects its context and ends the span with the call's status. One
-    channel carries both, so no connection sits cold between sampled calls.
+    which starts the CLIENT span, injects its context and ends the span with the call's status. A call
+    made outside any trace context (an untraced request) goes out untouched.
 
     Awaiting a call gives the response or raises `grpc.aio.AioRpcError`, as the wrapped multicallable does.
 

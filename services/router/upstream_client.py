@@ -7,10 +7,10 @@ would cost the router per upstream call, for the 99% of calls that record nothin
 `UpstreamClient`'s channel is made without interceptors, and its `ModelInfer` calls go through the same
 client interceptor in the caller's task (`telemetry.traced_unary_unary`): a call under an unsampled
 span carries the propagation headers (W3C `traceparent`, flag "not sampled") so the upstream follows
-the decision; a sampled call, or one outside any span, gets the library's CLIENT span, whose context
-the upstream continues. One channel carries both (an earlier design kept a second, instrumented channel
-for sampled calls: the rarely used connection cost about 2% of the router's throughput at 1% sampling).
-While tracing is off nothing is wrapped.
+the decision; a sampled call gets the library's CLIENT span, whose context the upstream continues; a
+call outside any trace context (requests whose new trace the sampler dropped) goes out untouched, and
+the upstream, which starts no traces of its own, does not trace it. While tracing is off nothing is
+wrapped.
 
 Example::
 

@@ -29,13 +29,15 @@ def test_mean_and_t_interval_over_sets() -> None:
     assert mean_with_interval([]) == (0.0, (0.0, 0.0))
 
 
-def test_the_report_gives_the_overhead_and_the_noise_floor_from_the_set_medians() -> None:
-    sets = [{"off": rounds(1000, 1000, 1000), "on": rounds(960, 950, 940), "control": rounds(1000, 1010, 990)},
-            {"off": rounds(1100, 1100, 1100), "on": rounds(1045, 1045, 1056), "control": rounds(1089, 1100, 1111)}]
-    args = argparse.Namespace(ratio=0.01, sets=2, rounds=3, seconds=2.0, concurrency=16)
+def test_the_report_gives_the_overhead_over_both_tracing_off_meshes_and_the_noise_floor() -> None:
+    sets = [{"off": rounds(1000, 1000, 1000), "on": rounds(960, 950, 940), "control": rounds(1000, 1000, 1000)},
+            {"off": rounds(1080, 1080, 1080), "on": rounds(1045, 1045, 1056), "control": rounds(1120, 1120, 1120)}]
+    args = argparse.Namespace(ratio=0.01, sets=2, rounds=3, seconds=2.0, concurrency=16, pinned=True)
     document = report(sets, args)
-    assert document["ratio_on_over_off"] == {"mean": 0.9500, "ci95": [0.95, 0.95], "per_set": [0.95, 0.95]}
+    # set 1: 950 / 1000; set 2: 1045 / ((1080 + 1120) / 2) = 0.95
+    assert document["ratio_on_over_baseline"] == {"mean": 0.95, "ci95": [0.95, 0.95], "per_set": [0.95, 0.95]}
     assert document["overhead_percent"] == 5.0 and document["overhead_percent_ci95"] == [5.0, 5.0]
-    assert document["control_percent"] == 0.0
-    assert float(str(document["cpu_ratio_on_over_off"])) > 1.0  # the same CPU seconds spread over fewer requests
+    assert document["ratio_control_over_off"]["per_set"] == [1.0, 1.037]  # type: ignore[index]
+    assert document["pinned"] is True
+    assert float(str(document["cpu_ratio_on_over_baseline"])) > 1.0  # the same CPU seconds spread over fewer requests
     assert len(document["per_set"]) == 2  # type: ignore[arg-type]
