@@ -56,8 +56,6 @@ TEXTS = ("Thanks for the lovely dinner last night, see you on Friday!", "you are
          "WINNER!! Claim your free prize now")
 
 
-
-
 def tracing_env(ratio: float | None) -> dict[str, str]:
     """OTEL_* variables: tracing off (None) or on with the console exporter at `ratio`."""
     if ratio is None:

@@ -3,7 +3,8 @@
 Every record logged while a request is being handled carries its `request_id` (set with
 `request_scope`) and, when the request is traced, the `trace_id` of the active span, so a log line
 leads to the trace and back (with ratio sampling, a request the router did not sample has no trace
-context and its lines carry the `request_id` only). Each line names its service (`configure_logging`). Never log raw content (texts, image bytes): only ids, sizes, decisions and timings.
+context and its lines carry the `request_id` only). Each line names its service (`configure_logging`).
+Never log raw content (texts, image bytes): only ids, sizes, decisions and timings.
 
 Example::
 

@@ -39,7 +39,7 @@ from grpc.aio import ClientCallDetails, Metadata
 from opentelemetry import trace
 from opentelemetry.context import Context, attach
 from opentelemetry.instrumentation import grpc as otel_grpc
-from opentelemetry.instrumentation.grpc import _aio_client, _aio_server, _client
+from opentelemetry.instrumentation.grpc import _aio_client, _aio_server
 from opentelemetry.instrumentation.grpc.version import __version__ as library_version
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract, get_global_textmap, inject
@@ -55,73 +55,67 @@ Handler = Any  # grpc.RpcMethodHandler (untyped)
 lib_client: Any = _aio_client
 lib_server: Any = _aio_server
 lib_instrumentor: Any = otel_grpc.GrpcAioInstrumentorClient
-_carrier_setter: Any = _client._carrier_setter
 
 
 class _SampledOnlyClient:
     """Mixed into each of the library's four aio client interceptors (see the module docstring)."""
 
     _filter: Callable[[Any], bool] | None  # set by the library's interceptor
+    tracing_skipped: Callable[[ClientCallDetails], bool]  # the library's interceptor's method
 
     def __init__(self, plan: SamplingPlan, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # the library's interceptor, next in the MRO
         self._plan = plan
 
-    def _unsampled_details(self, details: ClientCallDetails) -> ClientCallDetails | None:
-        """`details` with the propagation headers added, when the call is under an unsampled span the
-        sampler follows; None when the library should handle the call."""
-        if not self._plan.drops_child(trace.get_current_span().get_span_context()):
-            return None
-        metadata = Metadata(*tuple(details.metadata)) if details.metadata else Metadata()
-        inject(metadata, setter=_carrier_setter)
-        return ClientCallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready)
-
-    def unsampled_headers(self) -> tuple[tuple[str, str], ...] | None:
-        """The propagation headers (as gRPC metadata) of the current, unsampled span when a call made
-        now would take the fast path (no filter, instrumentation not suppressed); None otherwise."""
-        if self._filter is not None or not self._plan.drops_child(trace.get_current_span().get_span_context()):
-            return None
-        if not is_instrumentation_enabled():
-            return None
+    def _propagation_headers(self) -> dict[str, str]:
+        """The current context's propagation headers, keys lower case as gRPC metadata wants them (the
+        configured propagators: OTEL_PROPAGATORS, W3C trace context by default)."""
         carrier: dict[str, str] = {}
-        inject(carrier)  # the configured propagators (OTEL_PROPAGATORS; W3C trace context by default)
-        return tuple((key.lower(), value) for key, value in carrier.items())  # gRPC metadata keys are lower case
+        inject(carrier)
+        return {key.lower(): value for key, value in carrier.items()}
+
+    def unsampled_headers(self, current: SpanContext) -> tuple[tuple[str, str], ...] | None:
+        """The propagation headers (as gRPC metadata) of `current`, the caller's span, when a call made
+        now would take the fast path (unsampled and followed, no filter, instrumentation not suppressed);
+        None when the library should handle the call."""
+        if self._filter is not None or not self._plan.drops_child(current) or not is_instrumentation_enabled():
+            return None
+        return tuple(self._propagation_headers().items())
+
+    async def _intercept(self, library: Callable[..., Awaitable[Any]], continuation: Callable[..., Awaitable[Any]],
+                         details: ClientCallDetails, payload: Any) -> Any:
+        """One call: under an unsampled span the sampler follows, straight on with the propagation headers
+        added; otherwise through `library`, the library's own interceptor method for this kind of call."""
+        if not self.tracing_skipped(details) and self._plan.drops_child(trace.get_current_span().get_span_context()):
+            metadata = Metadata(*tuple(details.metadata or ()), *self._propagation_headers().items())
+            unsampled = ClientCallDetails(details.method, details.timeout, metadata, details.credentials,
+                                          details.wait_for_ready)
+            return await continuation(unsampled, payload)
+        return await library(continuation, details, payload)
 
 
 class UnaryUnaryClientInterceptor(_SampledOnlyClient, lib_client.UnaryUnaryAioClientInterceptor):
     async def intercept_unary_unary(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                     request: Any) -> Any:
-        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
-        if unsampled is not None:
-            return await continuation(unsampled, request)
-        return await super().intercept_unary_unary(continuation, details, request)
+        return await self._intercept(super().intercept_unary_unary, continuation, details, request)
 
 
 class UnaryStreamClientInterceptor(_SampledOnlyClient, lib_client.UnaryStreamAioClientInterceptor):
     async def intercept_unary_stream(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                      request: Any) -> Any:
-        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
-        if unsampled is not None:
-            return await continuation(unsampled, request)
-        return await super().intercept_unary_stream(continuation, details, request)
+        return await self._intercept(super().intercept_unary_stream, continuation, details, request)
 
 
 class StreamUnaryClientInterceptor(_SampledOnlyClient, lib_client.StreamUnaryAioClientInterceptor):
     async def intercept_stream_unary(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                      request_iterator: Any) -> Any:
-        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
-        if unsampled is not None:
-            return await continuation(unsampled, request_iterator)
-        return await super().intercept_stream_unary(continuation, details, request_iterator)
+        return await self._intercept(super().intercept_stream_unary, continuation, details, request_iterator)
 
 
 class StreamStreamClientInterceptor(_SampledOnlyClient, lib_client.StreamStreamAioClientInterceptor):
     async def intercept_stream_stream(self, continuation: Callable[..., Awaitable[Any]], details: ClientCallDetails,
                                       request_iterator: Any) -> Any:
-        unsampled = None if self.tracing_skipped(details) else self._unsampled_details(details)
-        if unsampled is not None:
-            return await continuation(unsampled, request_iterator)
-        return await super().intercept_stream_stream(continuation, details, request_iterator)
+        return await self._intercept(super().intercept_stream_stream, continuation, details, request_iterator)
 
 
 class TracedUnaryUnary:
@@ -130,10 +124,10 @@ class TracedUnaryUnary:
 
     grpc.aio runs the interceptors of every call on an intercepted channel in a task of its own: at 1%
     sampling that task costs more than what the interceptor does for the 99% of calls that are not
-    sampled. Here an unsampled call only gets the propagation headers (the "not sampled" `traceparent`)
-    and goes straight on; a sampled call, or one outside any span, goes through the library's interceptor,
-    which starts the CLIENT span, injects its context and ends the span with the call's status. A call
-    made outside any trace context (an untraced request) goes out untouched.
+    sampled. Here a call made outside any trace context (an untraced request) goes out untouched; an
+    unsampled call only gets the propagation headers (the "not sampled" `traceparent`) and goes straight
+    on; a sampled call goes through the library's interceptor, which starts the CLIENT span, injects its
+    context and ends the span with the call's status.
 
     Awaiting a call gives the response or raises `grpc.aio.AioRpcError`, as the wrapped multicallable does.
 
@@ -150,10 +144,11 @@ class TracedUnaryUnary:
 
     async def __call__(self, request: Any, *, timeout: float | None = None, metadata: Any = None, credentials: Any = None,
                        wait_for_ready: bool | None = None, compression: Any = None) -> Any:
-        if not trace.get_current_span().get_span_context().is_valid:  # an untraced request: nothing to carry
+        current = trace.get_current_span().get_span_context()
+        if not current.is_valid:  # an untraced request: nothing to carry
             return await self._call(request, timeout=timeout, metadata=metadata, credentials=credentials,
                                     wait_for_ready=wait_for_ready, compression=compression)
-        headers = self._interceptor.unsampled_headers()
+        headers = self._interceptor.unsampled_headers(current)
         if headers is not None:  # the fast path, without the interceptor's call details and metadata objects
             return await self._call(request, timeout=timeout, metadata=(*(metadata or ()), *headers),
                                     credentials=credentials, wait_for_ready=wait_for_ready, compression=compression)
@@ -232,16 +227,14 @@ class SampledOnlyAioServerInterceptor(lib_server.OpenTelemetryAioServerIntercept
         handler = await continuation(details)
         if handler is None:
             return None
-        if caller is None:
-            caller = Context()
-        if parent.is_valid:
+        if caller is not None and parent.is_valid:
             if self._plan.drops_child(parent):
                 attach(caller)  # the caller's unsampled context, for the handler and the calls it makes
                 return handler
         else:
             if not self._starts_traces:
                 return handler  # a follower: no caller context, no trace
-            decision = self._plan.root(caller, details.method, SpanKind.SERVER)
+            decision = self._plan.root(caller or Context(), details.method, SpanKind.SERVER)
             if decision.span is not None:
                 return handler  # a new trace the sampler drops: the call runs without any trace context
             reserve_trace_id(decision.trace_id)  # the library's span takes the id the decision was taken on
