@@ -45,10 +45,10 @@ $(STUBS)/.built: $(PROTOS) $(VENV)/.installed
 	touch $@
 
 models: $(REPO)/.built ## model repository built from the installed wheels (no downloads)
-$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build_models.py)
-	$(PY) -m services.text.build_models --repository $(REPO)
-	$(PY) -m services.vision.build_models --repository $(REPO)
-	$(PY) -m services.ocr.build_models --repository $(REPO)
+$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py)
+	$(PY) -m services.text.build.build_models --repository $(REPO)
+	$(PY) -m services.vision.build.build_models --repository $(REPO)
+	$(PY) -m services.ocr.build.build_models --repository $(REPO)
 	touch $@
 
 run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C

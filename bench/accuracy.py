@@ -1,6 +1,6 @@
 """Held-out accuracy of the text model, printed as JSON on stdout.
 
-Run from the repository root after `make models` (or `python -m services.text.build_models`)::
+Run from the repository root after `make models` (or `python -m services.text.build.build_models`)::
 
     python -m bench.accuracy            # or: python bench/accuracy.py
     python -m bench.accuracy --repository model_repository
@@ -32,12 +32,12 @@ import numpy as np
 from sklearn.metrics import f1_score, precision_score, recall_score, roc_auc_score
 
 from bench.obfuscate import obfuscate_all
-from services.common.model_repository import DEFAULT_ROOT, find_model
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_repository import DEFAULT_ROOT, find_model
+from services.common.serving.onnx_session import SessionOptions
 from services.text.model import TextModerationModel
-from services.text.normalize import normalize
-from services.text.sms_data import SmsRow, load_sms, read_heldout, sms_source
-from services.text.toxicity_data import load_toxic_texts, toxicity_source
+from services.common.text_match.normalize import normalize
+from services.text.build.sms_data import SmsRow, load_sms, read_heldout, sms_source
+from services.text.build.toxicity_data import load_toxic_texts, toxicity_source
 
 THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 BATCH = 64

@@ -26,8 +26,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bench.payloads import BenchInputs
-from services.common.model_api import ServedModel
-from services.common.service_config import load_service_config
+from services.common.serving.model_api import ServedModel
+from services.common.serving.modality_config import load_service_config
 from services.launcher import ROOT
 
 INPUT_NAMES = {"text": "TEXT", "vision": "IMAGE", "ocr": "IMAGE"}

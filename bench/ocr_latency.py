@@ -19,8 +19,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from services.common.model_repository import DEFAULT_ROOT, find_model
-from services.common.onnx_session import SessionOptions, create_session
+from services.common.serving.model_repository import DEFAULT_ROOT, find_model
+from services.common.serving.onnx_session import SessionOptions, create_session
 from services.ocr.model import OcrModel
 from services.ocr.settings import OcrSettings
 

@@ -21,11 +21,11 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from services.common.model_repository import DEFAULT_ROOT
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_repository import DEFAULT_ROOT
+from services.common.serving.onnx_session import SessionOptions
 from services.text.model import TextModerationModel
-from services.text.sms_data import load_sms
-from services.text.toxicity_data import load_toxic_texts
+from services.text.build.sms_data import load_sms
+from services.text.build.toxicity_data import load_toxic_texts
 
 
 def measure(model: TextModerationModel, texts: list[str], batch_size: int, iterations: int) -> dict[str, float]:

@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from services.common.model_repository import DEFAULT_ROOT
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_repository import DEFAULT_ROOT
+from services.common.serving.onnx_session import SessionOptions
 from services.vision.decode import DecodedImage, decode_batch
 from services.vision.model import ImageSafetyModel
 from services.vision.networks import IMAGE_SAFETY_S, OPENNSFW, load_network

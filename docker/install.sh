@@ -6,5 +6,5 @@ pip install --no-cache-dir -r requirements.txt
 pip install --no-cache-dir --no-deps -r requirements-data.txt
 python -m services.common.build_stubs --out services/common/gen
 if [ -n "${MODALITY:-}" ]; then
-  python -m "services.${MODALITY}.build_models" --repository /app/model_repository
+  python -m "services.${MODALITY}.build.build_models" --repository /app/model_repository
 fi

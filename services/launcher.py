@@ -152,7 +152,7 @@ class Mesh:
     def start_service(self, service: str) -> None:
         """Start one service process (not waiting for it)."""
         module = ROUTER if service in self.lanes else service
-        command = [sys.executable, "-m", f"services.{module}.server", "--config", str(self.config_dir / f"{module}.yaml"),
+        command = [sys.executable, "-m", "services.router" if module == ROUTER else f"services.{module}.server", "--config", str(self.config_dir / f"{module}.yaml"),
                    "--log-format", self.log_format]
         self.processes[service] = subprocess.Popen(command, cwd=ROOT, env=self._env(service), stdout=self.output,
                                                    stderr=self.output)

@@ -1,21 +1,20 @@
-"""Domain errors shared by the services, and the one table that maps them to gRPC status codes.
+"""Domain errors shared by the services: the bottom of the house (no gRPC, no feature module).
 
-Pure modules raise these (or the errors named in the table); servers call `status_for` in one place.
-Anything not in the table is a bug: it is logged with a traceback and returned as INTERNAL without
+Pure modules raise these; `services.common.status` maps them to gRPC status codes in one table.
+Anything not in that table is a bug: it is logged with a traceback and returned as INTERNAL without
 details (grpclib hides unknown errors behind UNKNOWN the same way).
 """
 
 from __future__ import annotations
 
-import grpc
-
-from services.common.batcher import BatcherClosedError, QueueFullError
-from services.common.image_decode import ImageRejectedError
-from services.common.model_api import InvalidInputError
 
 
 class AuditmeshError(Exception):
-    """Base of expected, user-facing errors. The message is shown to the caller verbatim."""
+    """Base of expected, user-facing errors. The message is shown to the caller verbatim.
+
+    `retry_after_s`, when set, is sent to the caller as google.rpc.RetryInfo."""
+
+    retry_after_s: float | None = None
 
 
 class UnauthenticatedError(AuditmeshError):
@@ -59,29 +58,29 @@ class FailedPreconditionError(AuditmeshError):
     load, a tenants document naming a policy with no active version)."""
 
 
-#: Checked in order; the first matching class wins.
-STATUS_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
-    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
-    (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
-    (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
-    (InvalidInputError, grpc.StatusCode.INVALID_ARGUMENT),
-    (ImageRejectedError, grpc.StatusCode.INVALID_ARGUMENT),
-    (LimitExceededError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (QueueFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (DeadlineExceededError, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (BatcherClosedError, grpc.StatusCode.UNAVAILABLE),
-    (UnavailableError, grpc.StatusCode.UNAVAILABLE),
-    (NotFoundError, grpc.StatusCode.NOT_FOUND),
-    (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
-    (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
-    (ConflictError, grpc.StatusCode.ABORTED),
-)
+# Errors of the serving machinery (batchers, model tensors, image decoding). They keep their builtin
+# bases (callers catch ValueError / RuntimeError) and live here so this module imports nothing above it.
 
 
-def status_for(error: BaseException) -> grpc.StatusCode | None:
-    """The status code for an expected error, or None if `error` is a bug."""
-    for error_type, code in STATUS_TABLE:
-        if isinstance(error, error_type):
-            return code
-    return None
+class QueueFullError(RuntimeError):
+    """The batcher's queue is at its limit; the caller should back off and retry."""
+
+
+class BatcherClosedError(RuntimeError):
+    """The batcher no longer accepts work (the service is shutting down)."""
+
+
+class BatchResultError(RuntimeError):
+    """`run_batch` returned a different number of results than items it was given (a bug)."""
+
+
+class InvalidInputError(ValueError):
+    """A request's tensors are malformed (wrong name, type, shape or undecodable content).
+
+    The message must say what is wrong and what is expected; it is returned to the caller verbatim
+    with status INVALID_ARGUMENT.
+    """
+
+
+class ImageRejectedError(ValueError):
+    """The bytes are not an acceptable image. The message says why and names the limit."""

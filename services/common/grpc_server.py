@@ -5,7 +5,7 @@ the server stops accepting new calls and gives in-flight calls `grace_period_s` 
 `on_close` callbacks run (e.g. batchers drain what they accepted), then the `/metrics` endpoint
 stops, then the process exits.
 
-Telemetry hooks: when tracing is on (`services.common.telemetry`) the OpenTelemetry aio server
+Telemetry hooks: when tracing is on (`services.common.tracing.telemetry`) the OpenTelemetry aio server
 interceptor goes first in the interceptor chain; when `server.metrics_listen` is set and a registry is
 given, a `/metrics` endpoint serves it from `start` to `stop`.
 """
@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from services.common.metrics import MetricsServer
 from services.common.service_config import ServerConfig
-from services.common.telemetry import server_interceptors
+from services.common.tracing.telemetry import server_interceptors
 
 log = logging.getLogger(__name__)
 

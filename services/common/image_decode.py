@@ -15,12 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageOps
+from services.common.errors import ImageRejectedError
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP")
-
-
-class ImageRejectedError(ValueError):
-    """The bytes are not an acceptable image. The message says why and names the limit."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
-from services.common.spans import current_trace_id
+from services.common.tracing.spans import current_trace_id
 
 request_id_var: ContextVar[str] = ContextVar("auditmesh_request_id", default="")
 

@@ -1,7 +1,7 @@
 """Prometheus metrics: one registry per service, served on `server.metrics_listen` at `/metrics`.
 
 Each service builds its registry with `new_registry(service, version)` (process and GC collectors plus
-`auditmesh_build_info`), defines its metrics on it (`ModelMetrics` here for the modality services,
+`auditmesh_build_info`), defines its metrics on it (`services.common.serving.model_metrics` for the modality services,
 `services.router.metrics` for the router) and `GrpcService` starts a `MetricsServer` for it when
 `metrics_listen` is set ("" = off). Names follow Prometheus conventions: `_total` counters, units in
 the name (`_seconds`), base units. Recording happens in the servers, never in pure modules.
@@ -20,15 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Callable
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+from prometheus_client import CollectorRegistry, Info, start_http_server
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-
-from services.common.batcher import BatchReport
 
 log = logging.getLogger(__name__)
 
@@ -46,43 +43,6 @@ def new_registry(service: str, version: str) -> CollectorRegistry:
     Info("auditmesh_build", "The auditmesh service and its version", registry=registry).info(
         {"service": service, "version": version})
     return registry
-
-
-class ModelMetrics:
-    """What a modality service records per served model (label `model`)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter("auditmesh_model_requests", "ModelInfer calls by model and gRPC status code",
-                                ["model", "code"], registry=registry)
-        self.batch_size = Histogram("auditmesh_model_batch_size", "Rows per batch run by the model",
-                                    ["model"], buckets=BATCH_SIZE_BUCKETS, registry=registry)
-        self.inference = Histogram("auditmesh_model_inference_duration_seconds", "Time to run one batch",
-                                   ["model"], buckets=LATENCY_BUCKETS, registry=registry)
-        self.queue_wait = Histogram("auditmesh_model_queue_wait_seconds",
-                                    "Time each row waited in the batcher's queue before its batch ran",
-                                    ["model"], buckets=LATENCY_BUCKETS, registry=registry)
-        self.batch_errors = Counter("auditmesh_model_batch_errors", "Batches whose run raised", ["model"],
-                                    registry=registry)
-        self.shed = Counter("auditmesh_model_shed", "Rows refused before running, by reason", ["model", "reason"],
-                            registry=registry)
-        self.queue_depth = Gauge("auditmesh_model_queue_depth", "Rows queued and not yet in a batch", ["model"],
-                                 registry=registry)
-        self.info = Info("auditmesh_model", "A served model and its version", ["model"], registry=registry)
-
-    def describe(self, model: str, version: str, platform: str, queue_depth: Callable[[], int]) -> None:
-        """Publish the model's version and watch its queue depth (read at scrape time)."""
-        self.info.labels(model).info({"version": version, "platform": platform})
-        self.queue_depth.labels(model).set_function(lambda: float(queue_depth()))
-
-    def record_batch(self, model: str, report: BatchReport) -> None:
-        """Record one batch the batcher ran (its `on_batch` report)."""
-        self.batch_size.labels(model).observe(report.size)
-        self.inference.labels(model).observe(report.run_s)
-        waits = self.queue_wait.labels(model)
-        for wait in report.item_waits_s or (report.queue_wait_s,):
-            waits.observe(wait)
-        if report.error is not None:
-            self.batch_errors.labels(model).inc()
 
 
 def split_listen(listen: str) -> tuple[str, int]:

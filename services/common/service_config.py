@@ -1,37 +1,19 @@
-"""Configuration of one modality service (text, vision, OCR), read from `config/<service>.yaml`.
+"""The gRPC listener settings every service shares (router included), and their environment overrides.
 
-Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN` (host:port),
-`AUDITMESH_METRICS_LISTEN` (host:port of `/metrics`, or `off`) and `AUDITMESH_MODEL_REPOSITORY` (path).
+Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN` (host:port) and
+`AUDITMESH_METRICS_LISTEN` (host:port of `/metrics`, or `off`). A modality service's whole config is
+`services.common.serving.modality_config`.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Mapping
 
-from services.common.batcher import BatchingConfig
-from services.common.config import load_yaml_file
-from services.common.onnx_session import SessionOptions
 
 ENV_LISTEN = "AUDITMESH_LISTEN"
 ENV_METRICS_LISTEN = "AUDITMESH_METRICS_LISTEN"
 ENV_MODEL_REPOSITORY = "AUDITMESH_MODEL_REPOSITORY"
-
-
-@dataclass(frozen=True)
-class OrtConfig:
-    """ONNX Runtime thread pools. Default 1 intra-op thread: four services share a 2-core machine."""
-
-    intra_op_threads: int = 1
-    inter_op_threads: int = 1
-
-    def session_options(self) -> SessionOptions:
-        return SessionOptions(intra_op_threads=self.intra_op_threads, inter_op_threads=self.inter_op_threads)
-
-    def __post_init__(self) -> None:
-        self.session_options()  # validates
 
 
 @dataclass(frozen=True)
@@ -69,21 +51,6 @@ class ServerConfig:
             raise ValueError(f"max_message_bytes must be >= 4 MiB, got {self.max_message_bytes}")
 
 
-@dataclass(frozen=True)
-class ModalityServiceConfig:
-    """One modality service: where it listens, where models are, threads and batching."""
-
-    service: str
-    server: ServerConfig = field(default_factory=ServerConfig)
-    model_repository: str = "model_repository"
-    onnxruntime: OrtConfig = field(default_factory=OrtConfig)
-    batching: BatchingConfig = field(default_factory=BatchingConfig)
-
-    def __post_init__(self) -> None:
-        if self.service not in ("text", "vision", "ocr"):
-            raise ValueError(f"service must be text, vision or ocr, got {self.service!r}")
-
-
 def server_from_env(server: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
     """`server` with AUDITMESH_LISTEN and AUDITMESH_METRICS_LISTEN ("off" = no endpoint) applied."""
     if env.get(ENV_LISTEN):
@@ -94,10 +61,3 @@ def server_from_env(server: ServerConfig, env: Mapping[str, str]) -> ServerConfi
     return server
 
 
-def load_service_config(path: Path) -> ModalityServiceConfig:
-    """Load `path`, then apply the environment overrides."""
-    config = load_yaml_file(path, ModalityServiceConfig)
-    config = replace(config, server=server_from_env(config.server, os.environ))
-    if os.environ.get(ENV_MODEL_REPOSITORY):
-        config = replace(config, model_repository=os.environ[ENV_MODEL_REPOSITORY])
-    return config

@@ -1,4 +1,4 @@
-"""`OcrModel`: the OCR pipeline as a KServe served model (see services.common.model_api).
+"""`OcrModel`: the OCR pipeline as a KServe served model (see services.common.serving.model_api).
 
 Tensors (first dimension N = batch)::
 
@@ -21,10 +21,12 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from services.common.image_decode import ImageLimits, ImageRejectedError, decode_rgb
-from services.common.model_api import InvalidInputError, ModelFile, TensorSpec
-from services.common.model_repository import RepositoryEntry, find_model
-from services.common.onnx_session import SessionOptions, create_session
+from services.common.image_decode import ImageLimits, decode_rgb
+from services.common.errors import ImageRejectedError
+from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.errors import InvalidInputError
+from services.common.serving.model_repository import RepositoryEntry, find_model
+from services.common.serving.onnx_session import SessionOptions, create_session
 from services.ocr.pipeline import OcrLine, OcrPipeline
 from services.ocr.settings import OcrSettings
 

@@ -25,7 +25,7 @@ class OverQuotaError(LimitExceededError):
 
     def __init__(self, message: str, retry_after_s: float) -> None:
         super().__init__(message)
-        self.retry_after_s = retry_after_s
+        self.retry_after_s: float | None = retry_after_s
 
 
 @dataclass(frozen=True)

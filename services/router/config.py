@@ -20,8 +20,8 @@ from typing import Mapping
 from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
 from services.common.service_config import ServerConfig, server_from_env
-from services.router.admin_auth import AdminKey
-from services.router.canary import RollbackBounds
+from services.router.control.admin_auth import AdminKey
+from services.router.control.canary import RollbackBounds
 from services.router.lanes import Lane, pick_lane, validate_lanes
 from services.router.scheduler import SchedulingConfig
 

@@ -33,7 +33,7 @@ from tritonclient.utils import InferenceServerException
 from services.common.errors import DeadlineExceededError
 from services.common.grpc_server import grpc_options
 from services.common.qos import DEFAULT_CLASSES, QosClass
-from services.common.spans import batch_span, current_span_context
+from services.common.tracing.spans import batch_span, current_span_context
 from services.router.config import Upstream
 from services.router.fair_queue import Job
 from services.router.scheduler import BatchRun, FairScheduler, Requester

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from services.router.fusion import BlockMatch, Signals, TextFinding, Verdict, fuse
 from services.router.policy import CompiledPolicy
-from services.text.normalize import normalize
+from services.common.text_match.normalize import normalize
 
 #: The lexicon name of hits from the text service's shipped (default) lexicon.
 DEFAULT_LEXICON = "default"

@@ -4,7 +4,7 @@ A single Python process cannot keep a realtime tenant's latency while a bulk ten
 same port: the flood's calls queue inside gRPC before any of our code (admission, priorities) sees
 them, and the realtime calls wait in that same first-come queue (measured: bench/README.md,
 "Isolation"). So the router can be split into lanes. Each lane is its own process
-(`python -m services.router.server --lane NAME`), listening on its own port and serving only the
+(`python -m services.router --lane NAME`), listening on its own port and serving only the
 tenants of its classes; all lanes share the policy store (they are replicas of one configuration)
 and the modality services. A flood in the bulk lane then costs the bulk lane's process, which runs
 at a lower CPU priority (`nice`), and cannot delay the intake of the interactive lane.

@@ -21,8 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from services.common.batcher import QueueFullError
-from services.common.errors import DeadlineExceededError, LimitExceededError, status_for
+from services.common.errors import DeadlineExceededError, LimitExceededError, QueueFullError
+from services.common.status import status_for
 from services.common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS
 from services.router.admission import OverQuotaError
 from services.router.fusion import Degradation

@@ -28,13 +28,13 @@ from typing import Literal, Mapping
 
 from services.common.config import ConfigError, load_dataclass, read_yaml
 from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX
-from services.text.lexicon import Lexicon, LexiconEntry
+from services.common.text_match.lexicon import Lexicon, LexiconEntry
 
 Action = Literal["allow", "review", "block"]
 FailureMode = Literal["open", "closed"]
 SeverityName = Literal["low", "medium", "high"]
 ACTION_RANK: dict[str, int] = {"allow": 0, "review": 1, "block": 2}
-#: Lexicon severity levels (services.text.lexicon uses 1..3).
+#: Lexicon severity levels (services.common.text_match.lexicon uses 1..3).
 SEVERITY_LEVELS: dict[str, int] = {"low": 1, "medium": 2, "high": 3}
 SEVERITY_NAMES: dict[int, str] = {level: name for name, level in SEVERITY_LEVELS.items()}
 

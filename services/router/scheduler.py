@@ -32,7 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
 
-from services.common.batcher import BatcherClosedError, QueueFullError, validate_batching
+from services.common.serving.batcher import validate_batching
+from services.common.errors import BatcherClosedError, QueueFullError
 from services.common.errors import DeadlineExceededError
 from services.router.batch_cost import BatchCost
 from services.router.fair_queue import FairQueue, Job

@@ -89,7 +89,7 @@ class Tenant:
 class TenantsFile:
     tenants: tuple[Tenant, ...]
     qos_classes: tuple[QosClass, ...] = DEFAULT_CLASSES
-    #: Version id in the policy store (services/router/policy_store.py); "" = derived from the content hash.
+    #: Version id in the policy store (services/router/control/store.py); "" = derived from the content hash.
     version: str = ""
 
     def __post_init__(self) -> None:

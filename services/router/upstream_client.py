@@ -1,7 +1,7 @@
 """The router's KServe v2 client to one upstream (tritonclient.grpc.aio), with its calls traced one by one.
 
 With tracing on, every grpc.aio channel the router opens is instrumented: the client instrumentor
-(`services.common.telemetry`) adds the opentelemetry-instrumentation-grpc interceptors, and grpc.aio
+(`services.common.tracing.telemetry`) adds the opentelemetry-instrumentation-grpc interceptors, and grpc.aio
 runs the interceptors of each call in an extra task. At 1% sampling that task is most of what tracing
 would cost the router per upstream call, for the 99% of calls that record nothing. So an
 `UpstreamClient`'s channel is made without interceptors, and its `ModelInfer` calls go through the same
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import tritonclient.grpc.aio as triton_aio
 
-from services.common.telemetry import traced_unary_unary, uninstrumented_channels
+from services.common.tracing.telemetry import traced_unary_unary, uninstrumented_channels
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 

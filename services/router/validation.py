@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from services.common.errors import InvalidRequestError, LimitExceededError
-from services.common.image_decode import ImageHeader, ImageRejectedError, inspect_image
+from services.common.image_decode import ImageHeader, inspect_image
+from services.common.errors import ImageRejectedError
 from services.router.config import RequestLimits
 
 

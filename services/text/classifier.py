@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from services.common.model_repository import RepositoryEntry
-from services.common.onnx_session import SessionOptions, create_session
+from services.common.serving.model_repository import RepositoryEntry
+from services.common.serving.onnx_session import SessionOptions, create_session
 
 __all__ = ["PREPROCESSING", "TextClassifier"]
 

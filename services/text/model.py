@@ -29,12 +29,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from services.common.model_api import InvalidInputError, ModelFile, TensorSpec
-from services.common.model_repository import find_model
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.errors import InvalidInputError
+from services.common.serving.model_repository import find_model
+from services.common.serving.onnx_session import SessionOptions
 from services.text.classifier import TextClassifier
-from services.text.lexicon import DEFAULT_LEXICON_PATH, Lexicon
-from services.text.normalize import NormalizedText, normalize
+from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
+from services.common.text_match.normalize import NormalizedText, normalize
 
 __all__ = ["TextModerationModel", "decode_texts"]
 
@@ -44,7 +45,7 @@ _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 pr
 
 
 class TextModerationModel:
-    """Implements `services.common.model_api.ServedModel` for text (see the module docstring)."""
+    """Implements `services.common.serving.model_api.ServedModel` for text (see the module docstring)."""
 
     name = "text_moderation"
     version = "1"
@@ -57,7 +58,7 @@ class TextModerationModel:
     def __init__(self, repository_root: Path, session_options: SessionOptions, lexicon: Lexicon | None = None) -> None:
         """Open both classifiers from `repository_root`; `lexicon=None` loads the shipped default.
 
-        Raises `services.common.model_repository.ModelNotFoundError` if a model is missing.
+        Raises `services.common.serving.model_repository.ModelNotFoundError` if a model is missing.
         """
         self._toxicity = TextClassifier(find_model(TOXICITY_MODEL, root=Path(repository_root)), session_options)
         self._spam = TextClassifier(find_model(SPAM_MODEL, root=Path(repository_root)), session_options)
@@ -99,7 +100,7 @@ class TextModerationModel:
         lexicon_sha = hashlib.sha256(self._lexicon_path.read_bytes()).hexdigest() if self._lexicon_path else ""
         files.append(ModelFile("lexicon", self._lexicon.version,
                                str(self._lexicon_path) if self._lexicon_path else "<in memory>", lexicon_sha,
-                               "services/text/data/default_lexicon.json" if self._lexicon_path else "caller-supplied",
+                               "services/common/text_match/data/default_lexicon.json" if self._lexicon_path else "caller-supplied",
                                "see services/text/data/README.md" if self._lexicon_path else ""))
         return files
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from services.common.modality_main import run_modality
-from services.common.model_api import ServedModel
-from services.common.service_config import ModalityServiceConfig
+from services.common.serving.modality_main import run_modality
+from services.common.serving.model_api import ServedModel
+from services.common.serving.modality_config import ModalityServiceConfig
 
 
 def build_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:

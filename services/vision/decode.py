@@ -16,7 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from services.common.image_decode import ImageLimits, ImageRejectedError, decode_image
+from services.common.image_decode import ImageLimits, decode_image
+from services.common.errors import ImageRejectedError
 
 
 @dataclass(frozen=True)

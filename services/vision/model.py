@@ -33,8 +33,9 @@ import numpy as np
 from PIL import Image
 
 from services.common.image_decode import ImageLimits
-from services.common.model_api import InvalidInputError, ModelFile, TensorSpec
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.errors import InvalidInputError
+from services.common.serving.onnx_session import SessionOptions
 from services.vision.calibration import ScoreCalibration
 from services.vision.decode import DecodedImage, decode_batch
 from services.vision.networks import IMAGE_SAFETY_S, OPENNSFW, load_network

@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from services.common.model_repository import RepositoryEntry, find_model
-from services.common.onnx_session import SessionOptions, create_session
+from services.common.serving.model_repository import RepositoryEntry, find_model
+from services.common.serving.onnx_session import SessionOptions, create_session
 from services.vision.calibration import ScoreCalibration
 from services.vision.preprocess import (IMAGE_SAFETY_PREPROCESS_ID, OPENNSFW_PREPROCESS_ID, image_safety_tensor,
                                         opennsfw_tensor, stack)
@@ -29,7 +29,7 @@ from services.vision.preprocess import (IMAGE_SAFETY_PREPROCESS_ID, OPENNSFW_PRE
 
 class RepositoryMismatchError(ValueError):
     """The repository's config.json does not describe the model this code expects (rebuild it with
-    `python -m services.vision.build_models`)."""
+    `python -m services.vision.build.build_models`)."""
 
 
 class ModelOutputError(RuntimeError):

@@ -7,7 +7,7 @@ from pathlib import Path
 from bench.meshes import unbatched_config_dir
 from bench.scenarios import TENANTS
 from bench.tenants import tenants_yaml
-from services.common.service_config import load_service_config
+from services.common.serving.modality_config import load_service_config
 from services.launcher import MODALITIES, ROOT, free_base_port
 from services.router.policy import load_policy_dir
 from services.router.tenants import load_tenants

@@ -24,14 +24,15 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 from tritonclient.grpc import InferInput
 
-from services.common.batcher import BatchingConfig
-from services.common.modality_main import build_service
-from services.common.service_config import ModalityServiceConfig, ServerConfig
-from services.common.telemetry import tracer, uninstrumented_channels
+from services.common.serving.batcher import BatchingConfig
+from services.common.serving.modality_main import build_service
+from services.common.service_config import ServerConfig
+from services.common.serving.modality_config import ModalityServiceConfig
+from services.common.tracing.telemetry import tracer, uninstrumented_channels
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.config import LifecycleConfig, RouterConfig, Upstream
-from services.router.lifecycle import PolicyLifecycle
-from services.router.server import Router
+from services.router.policy_lifecycle import PolicyLifecycle
+from services.router.main import Router
 from services.text.server import build_models
 from tests.integration.conftest import KEY_A
 from tests.stubs import GatedModel, InMemoryTracing, sample, scrape

@@ -25,7 +25,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from tritonclient.grpc import InferInput, service_pb2
 from tritonclient.utils import InferenceServerException
 
-from services.common.model_repository import sha256_of
+from services.common.serving.model_repository import sha256_of
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
 from tests.stubs import scrape

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
-from services.common.telemetry import (install_tracing, server_interceptors, shutdown_tracing, tracer,
+from services.common.tracing.telemetry import (install_tracing, server_interceptors, shutdown_tracing, tracer,
                                        uninstrumented_channels)
 
 METHOD = "/test.Echo/Call"

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, load_service_config
+from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY
+from services.common.serving.modality_config import load_service_config
 from services.launcher import mesh_services
 from services.router.config import ENV_LANE, ENV_POLICIES_DIR, ENV_TENANTS_FILE, ENV_UPSTREAM_URL, load_router_config
 
@@ -52,7 +53,8 @@ def test_one_container_per_service_and_router_lane() -> None:
 def test_command_module_config_and_dockerfile_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     service = SERVICES[name]
     command = service["command"]
-    assert command[:2] == ["python", "-m"] and command[2] == f"services.{module(name)}.server"
+    expected = "services.router" if name in ROUTERS else f"services.{module(name)}.server"
+    assert command[:2] == ["python", "-m"] and command[2] == expected
     assert importlib.util.find_spec(command[2]) is not None
     cmd_line = re.search(r"^CMD (\[.*\])$", dockerfile(name), re.M)
     assert cmd_line and json.loads(cmd_line.group(1)) == command

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from services.common.batcher import BatchReport
-from services.common.metrics import ModelMetrics, new_registry
+from services.common.serving.batcher import BatchReport
+from services.common.metrics import new_registry
+from services.common.serving.model_metrics import ModelMetrics
 from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from services.common.batcher import (BatcherClosedError, BatchingConfig, BatchReport, BatchResultError, DynamicBatcher,
-                                     QueueFullError)
+from services.common.errors import BatcherClosedError, BatchResultError, QueueFullError
+from services.common.serving.batcher import BatchingConfig, BatchReport, DynamicBatcher
 
 
 class Recorder:

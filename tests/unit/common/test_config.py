@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.common.config import ConfigError, load_yaml_file
-from services.common.service_config import ModalityServiceConfig, load_service_config
+from services.common.serving.modality_config import ModalityServiceConfig, load_service_config
 from services.router.config import RouterConfig, load_router_config
 
 ROOT = Path(__file__).resolve().parents[3]

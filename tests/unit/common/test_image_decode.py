@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from services.common.image_decode import ImageHeader, ImageLimits, ImageRejectedError, decode_rgb, inspect_image
+from services.common.image_decode import ImageHeader, ImageLimits, decode_rgb, inspect_image
+from services.common.errors import ImageRejectedError
 
 
 def _encode(image: Image.Image, fmt: str, **options: object) -> bytes:

@@ -7,7 +7,7 @@ import json
 import logging
 
 from services.common.logs import ContextFilter, JsonFormatter, TextFormatter, request_scope
-from services.common.telemetry import tracer
+from services.common.tracing.telemetry import tracer
 from tests.stubs import InMemoryTracing
 
 

@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from services.common.batcher import BatchReport
-from services.common.metrics import MetricsServer, ModelMetrics, new_registry, split_listen
+from services.common.serving.batcher import BatchReport
+from services.common.metrics import MetricsServer, new_registry, split_listen
+from services.common.serving.model_metrics import ModelMetrics
 from services.common.service_config import ServerConfig, server_from_env
 from tests.stubs import sample, scrape
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from services.common.errors import NotFoundError
-from services.common.model_api import ModelFile, TensorSpec
-from services.common.model_lifecycle import ModelLifecycle, ModelLoadError, models_parameter, next_version
+from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.serving.model_lifecycle import ModelLifecycle, ModelLoadError, models_parameter, next_version
 
 
 @dataclass

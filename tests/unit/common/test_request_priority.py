@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tritonclient.grpc import service_pb2
 
-from services.common.kserve_servicer import request_priority
+from services.common.serving.kserve_servicer import request_priority
 
 
 def test_priority_parameter_is_read_and_absent_means_default() -> None:

@@ -9,8 +9,8 @@ from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from services.common.spans import batch_parent, batch_span, current_span_context, current_trace_id, item_span
-from services.common.telemetry import install_tracing, shutdown_tracing, tracer
+from services.common.tracing.spans import batch_parent, batch_span, current_span_context, current_trace_id, item_span
+from services.common.tracing.telemetry import install_tracing, shutdown_tracing, tracer
 from tests.stubs import InMemoryTracing
 
 

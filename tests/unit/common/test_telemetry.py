@@ -11,10 +11,10 @@ from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from services.common.telemetry import (TracingSettings, _traced, install_tracing, server_interceptors,
+from services.common.tracing.telemetry import (TracingSettings, _traced, install_tracing, server_interceptors,
                                        setup_tracing, shutdown_tracing, tracer, tracing_enabled, uninstrumented_channels,
                                        traced_unary_unary)
-from services.common.trace_interceptors import TracedUnaryUnary
+from services.common.tracing.trace_interceptors import TracedUnaryUnary
 
 
 def test_tracing_is_off_by_default() -> None:

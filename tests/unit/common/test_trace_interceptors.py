@@ -17,11 +17,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from services.common.telemetry import _traced
-from services.common.trace_interceptors import (SampledOnlyAioClientInstrumentor, TracedUnaryUnary,
+from services.common.tracing.telemetry import _traced
+from services.common.tracing.trace_interceptors import (SampledOnlyAioClientInstrumentor, TracedUnaryUnary,
                                                 UnaryUnaryClientInterceptor, sampled_only_server_interceptor,
                                                 w3c_context)
-from services.common.trace_sampling import ReservingIdGenerator, SamplingPlan
+from services.common.tracing.trace_sampling import ReservingIdGenerator, SamplingPlan
 
 METHOD = "/inference.GRPCInferenceService/ModelInfer"
 Metadatum = namedtuple("Metadatum", "key value")

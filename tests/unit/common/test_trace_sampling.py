@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.trace import sampling
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-from services.common.trace_sampling import ReservingIdGenerator, SamplingPlan, reserve_trace_id
+from services.common.tracing.trace_sampling import ReservingIdGenerator, SamplingPlan, reserve_trace_id
 
 
 def context(sampled: bool) -> SpanContext:

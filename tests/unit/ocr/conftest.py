@@ -13,8 +13,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from services.common.model_repository import DEFAULT_ROOT, ModelNotFoundError, find_model
-from services.common.onnx_session import SessionOptions, create_session
+from services.common.serving.model_repository import DEFAULT_ROOT, ModelNotFoundError, find_model
+from services.common.serving.onnx_session import SessionOptions, create_session
 from services.ocr.model import MODEL_VERSIONS, OcrModel
 from services.ocr.pipeline import OcrPipeline
 
@@ -25,7 +25,7 @@ def repository() -> Path:
         for name, version in MODEL_VERSIONS.items():
             find_model(name, version, DEFAULT_ROOT)
     except ModelNotFoundError as error:
-        pytest.fail(f"{error}\nBuild it: python -m services.ocr.build_models --repository {DEFAULT_ROOT}", pytrace=False)
+        pytest.fail(f"{error}\nBuild it: python -m services.ocr.build.build_models --repository {DEFAULT_ROOT}", pytrace=False)
     return DEFAULT_ROOT
 
 

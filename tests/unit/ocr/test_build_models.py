@@ -3,8 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services.common.model_repository import find_model, sha256_of
-from services.ocr.build_models import main
+from services.common.serving.model_repository import find_model, sha256_of
+from services.ocr.build.build_models import main
 
 
 def test_installs_three_models_with_provenance_tensors_and_settings(tmp_path: Path) -> None:

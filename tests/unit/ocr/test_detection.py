@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 
 from services.common.image_decode import decode_rgb
-from services.common.model_repository import find_model
-from services.common.onnx_session import create_session
+from services.common.serving.model_repository import find_model
+from services.common.serving.onnx_session import create_session
 from services.ocr.detection import BatchDetector, plan_groups, stack_padded
 from services.ocr.settings import OcrSettings
 from tests.fixtures.render import render_text_image

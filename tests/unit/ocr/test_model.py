@@ -10,8 +10,9 @@ import pytest
 from PIL import Image
 
 from services.common.image_decode import ImageLimits
-from services.common.model_api import InvalidInputError, ServedModel
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_api import ServedModel
+from services.common.errors import InvalidInputError
+from services.common.serving.onnx_session import SessionOptions
 from services.ocr.model import OcrModel, _warmup_png
 from tests.fixtures.render import render_photo_like, render_text_image
 

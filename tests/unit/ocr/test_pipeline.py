@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from services.common.image_decode import decode_rgb
-from services.common.model_repository import find_model
-from services.common.onnx_session import create_session
+from services.common.serving.model_repository import find_model
+from services.common.serving.onnx_session import create_session
 from services.ocr.pipeline import OcrLine, OcrPipeline
 from services.ocr.settings import OcrSettings
 from tests.fixtures.render import TextBox, render_photo_like, render_text_image, text_layout

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from services.router.canary import RollbackBounds
-from services.router.policy_control import PolicyControl
-from services.router.policy_store import SQLitePolicyStore
+from services.router.control.canary import RollbackBounds
+from services.router.control.control import PolicyControl
+from services.router.control.store import SQLitePolicyStore
 from services.router.tenants import hash_key
 
 

@@ -14,12 +14,12 @@ import pytest
 from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
-from services.router.admin import PolicyAdminServicer
-from services.router.admin_auth import AdminAuth, AdminKey
-from services.router.audit import AuditInput, audit_record
-from services.router.audit_store import AuditStore
+from services.router.control.admin import PolicyAdminServicer
+from services.router.control.admin_auth import AdminAuth, AdminKey
+from services.router.control.audit import AuditInput, audit_record
+from services.router.control.audit_store import AuditStore
 from services.router.fusion import Verdict
-from services.router.policy_control import PolicyControl
+from services.router.control.control import PolicyControl
 from services.router.tenants import hash_key
 from tests.unit.router.lifecycle_fakes import open_control, policy_yaml
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import InvalidRequestError
-from services.router.audit import AuditInput, AuditRecord, audit_record
-from services.router.audit_store import AuditStore
+from services.router.control.audit import AuditInput, AuditRecord, audit_record
+from services.router.control.audit_store import AuditStore
 from services.router.fusion import BlockMatch, OcrLineFinding, Signals, TextFinding, fuse
 from services.router.policy import AuditRules, PolicyDocument, compile_policy
 from tests.unit.router.lifecycle_fakes import FakeClock
@@ -85,7 +85,7 @@ def test_json_dict_has_every_field_and_round_trips() -> None:
     import dataclasses
     import json
 
-    from services.router.audit import AuditCategory, AuditRecord
+    from services.router.control.audit import AuditCategory, AuditRecord
     record = AuditRecord("a1", "r1", "i1", "acme", 12.5, "block", (AuditCategory("hate", 0.9, "block", "threshold"),),
                          "default", "v1", (("toxicity_en", "3"),), ({"kind": "image_score", "part": 0},), True, "candidate",
                          {"k": "v"}, ("text",))

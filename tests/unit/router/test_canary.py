@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.router.canary import CanaryMonitor, RollbackBounds, canary_fraction, in_canary
+from services.router.control.canary import CanaryMonitor, RollbackBounds, canary_fraction, in_canary
 
 
 @pytest.mark.parametrize("percent", [1.0, 10.0, 50.0])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from services.router.config_watch import ConfigWatcher
-from services.router.policy_control import PolicyControl
-from services.router.policy_store import SQLitePolicyStore
+from services.router.control.watch import ConfigWatcher
+from services.router.control.control import PolicyControl
+from services.router.control.store import SQLitePolicyStore
 from tests.unit.router.lifecycle_fakes import open_control, policy_yaml, tenants_yaml
 
 

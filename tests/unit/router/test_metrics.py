@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.common.batcher import QueueFullError
+from services.common.errors import QueueFullError
 from services.common.errors import DeadlineExceededError, LimitExceededError, UnauthenticatedError
 from services.common.metrics import new_registry
 from services.router.admission import OverQuotaError

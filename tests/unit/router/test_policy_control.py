@@ -9,9 +9,9 @@ import pytest
 
 from services.common.config import ConfigError
 from services.common.errors import AlreadyExistsError, FailedPreconditionError, NotFoundError, PermissionDeniedError
-from services.router.canary import RollbackBounds
-from services.router.policy_control import InvalidDocumentError, PolicyControl
-from services.router.policy_store import SQLitePolicyStore
+from services.router.control.canary import RollbackBounds
+from services.router.control.control import InvalidDocumentError, PolicyControl
+from services.router.control.store import SQLitePolicyStore
 from services.router.tenants import Tenant
 from tests.unit.router.lifecycle_fakes import open_control, policy_yaml, tenants_yaml
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import AlreadyExistsError, ConflictError
-from services.router.canary import RollbackBounds
-from services.router.policy_store import CanarySpec, SQLitePolicyStore, StoredVersion
+from services.router.control.canary import RollbackBounds
+from services.router.control.store import CanarySpec, SQLitePolicyStore, StoredVersion
 from tests.unit.router.lifecycle_fakes import FakeClock
 
 

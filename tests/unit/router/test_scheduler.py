@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from services.common.batcher import BatcherClosedError, QueueFullError
+from services.common.errors import BatcherClosedError, QueueFullError
 from services.common.errors import DeadlineExceededError
 from services.router.fair_queue import Job
 from services.router.scheduler import FairScheduler, Requester, SchedulingConfig

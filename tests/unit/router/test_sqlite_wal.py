@@ -6,9 +6,9 @@ import multiprocessing
 from pathlib import Path
 from typing import Any, Callable
 
-from services.router.audit_store import AuditStore
-from services.router.policy_store import SQLitePolicyStore
-from services.router.sqlite_wal import open_shared
+from services.router.control.audit_store import AuditStore
+from services.router.control.store import SQLitePolicyStore
+from services.router.control.sqlite_wal import open_shared
 
 
 def _open_both(folder: str, start: multiprocessing.synchronize.Barrier) -> None:
@@ -44,7 +44,7 @@ class _RacedStore(SQLitePolicyStore):
 
 
 def test_a_lane_that_loses_the_race_to_import_the_same_config_still_starts(tmp_path: Path) -> None:
-    from services.router.policy_control import PolicyControl
+    from services.router.control.control import PolicyControl
     root = Path(__file__).resolve().parents[3]
     policies, tenants = root / "config" / "policies", root / "config" / "tenants.yaml"
     path = tmp_path / "policy_store.sqlite"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common.trace_interceptors import TracedUnaryUnary
+from services.common.tracing.trace_interceptors import TracedUnaryUnary
 from services.router.upstream_client import UpstreamClient
 from tests.stubs import InMemoryTracing
 

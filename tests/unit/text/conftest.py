@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.model_repository import DEFAULT_ROOT, ModelNotFoundError, find_model
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_repository import DEFAULT_ROOT, ModelNotFoundError, find_model
+from services.common.serving.onnx_session import SessionOptions
 from services.text.model import SPAM_MODEL, TOXICITY_MODEL, TextModerationModel
 
 
@@ -19,7 +19,7 @@ def repository_root() -> Path:
             find_model(name, root=DEFAULT_ROOT)
         except ModelNotFoundError as error:
             pytest.fail(f"{error}\nBuild it first: `make models` or "
-                        f"`python -m services.text.build_models --repository {DEFAULT_ROOT}`", pytrace=False)
+                        f"`python -m services.text.build.build_models --repository {DEFAULT_ROOT}`", pytrace=False)
     return DEFAULT_ROOT
 
 

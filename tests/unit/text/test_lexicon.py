@@ -1,4 +1,4 @@
-"""Tests for services/text/lexicon.py: boundaries (Scunthorpe), CJK substrings, spans, immutability."""
+"""Tests for services/common/text_match/lexicon.py: boundaries (Scunthorpe), CJK substrings, spans, immutability."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.text.lexicon import DEFAULT_LEXICON_PATH, Lexicon, LexiconEntry
-from services.text.normalize import normalize
+from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon, LexiconEntry
+from services.common.text_match.normalize import normalize
 
 
 def small_lexicon() -> Lexicon:

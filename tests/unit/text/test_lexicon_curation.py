@@ -1,4 +1,4 @@
-"""Tests for services/text/lexicon_curation.py and the reproducibility of build_lexicon.py."""
+"""Tests for services/text/build/lexicon_curation.py and the reproducibility of build_lexicon.py."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from services.text.build_lexicon import CURATION_PATH, build_document, render
-from services.text.lexicon import DEFAULT_LEXICON_PATH
-from services.text.lexicon_curation import Curation, RawTerm, curate
+from services.text.build.build_lexicon import CURATION_PATH, build_document, render
+from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH
+from services.text.build.lexicon_curation import Curation, RawTerm, curate
 
 LIST = "some/list.json"
 
@@ -57,4 +57,4 @@ def test_list_without_default_is_rejected() -> None:
 def test_committed_default_lexicon_matches_a_fresh_build() -> None:
     document, _ = build_document(json.loads(CURATION_PATH.read_text(encoding="utf-8")))
     assert render(document) == DEFAULT_LEXICON_PATH.read_text(encoding="utf-8"), (
-        "default_lexicon.json is stale: run python -m services.text.build_lexicon")
+        "default_lexicon.json is stale: run python -m services.text.build.build_lexicon")

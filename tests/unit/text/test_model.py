@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from services.common.model_api import InvalidInputError
-from services.text.lexicon import Lexicon, LexiconEntry
+from services.common.errors import InvalidInputError
+from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.text.model import TextModerationModel
 
 
@@ -99,7 +99,7 @@ def test_model_files_report_versions_and_hashes(text_model: TextModerationModel)
 
 
 def test_custom_lexicon(repository_root: Any) -> None:
-    from services.common.onnx_session import SessionOptions
+    from services.common.serving.onnx_session import SessionOptions
 
     lexicon = Lexicon.build([LexiconEntry("brandx", "spam", 1, "tenant")])
     model = TextModerationModel(repository_root, SessionOptions(), lexicon=lexicon)

@@ -1,10 +1,10 @@
-"""Tests for services/text/normalize.py: each folding step and exact offsets back to the input."""
+"""Tests for services/common/text_match/normalize.py: each folding step and exact offsets back to the input."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.text.normalize import NormalizedText, normalize
+from services.common.text_match.normalize import NormalizedText, normalize
 
 
 def surface(text: str, needle: str) -> str:

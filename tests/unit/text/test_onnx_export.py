@@ -1,4 +1,4 @@
-"""Tests for services/text/onnx_export.py: agreement with scikit-learn, locale fix, determinism."""
+"""Tests for services/text/build/onnx_export.py: agreement with scikit-learn, locale fix, determinism."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 
-from services.common.onnx_session import create_session
-from services.text.onnx_export import LOCALE, export_text_pipeline
+from services.common.serving.onnx_session import create_session
+from services.text.build.onnx_export import LOCALE, export_text_pipeline
 
 TEXTS = ["win a free prize now", "call me later", "free entry win cash", "see you at dinner",
          "claim your prize", "lunch tomorrow?", "the the the", ""]

@@ -1,4 +1,4 @@
-"""Tests for services/text/sms_data.py: the split is deterministic, stratified and leak-free."""
+"""Tests for services/text/build/sms_data.py: the split is deterministic, stratified and leak-free."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.text.sms_data import SmsRow, heldout_document, load_sms, read_heldout, split_rows
+from services.text.build.sms_data import SmsRow, heldout_document, load_sms, read_heldout, split_rows
 
 
 def toy_rows() -> tuple[SmsRow, ...]:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from services.common.model_repository import DEFAULT_ROOT
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_repository import DEFAULT_ROOT
+from services.common.serving.onnx_session import SessionOptions
 from services.vision.model import ImageSafetyModel
 
-BUILD_HINT = "python -m services.vision.build_models --repository model_repository (or `make models`)"
+BUILD_HINT = "python -m services.vision.build.build_models --repository model_repository (or `make models`)"
 
 
 def _sklearn_image(name: str) -> Path:

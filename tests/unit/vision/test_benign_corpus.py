@@ -1,11 +1,11 @@
-"""services/vision/benign_corpus.py: the offline calibration corpus."""
+"""services/vision/build/benign_corpus.py: the offline calibration corpus."""
 
 from __future__ import annotations
 
 import pytest
 
 from services.common.image_decode import decode_rgb
-from services.vision.benign_corpus import KINDS, CorpusImage, benign_corpus, photo_like
+from services.vision.build.benign_corpus import KINDS, CorpusImage, benign_corpus, photo_like
 
 
 def test_corpus_has_every_kind_and_decodes() -> None:

@@ -1,4 +1,4 @@
-"""services/vision/build_models.py: installing the two vision models with checked provenance."""
+"""services/vision/build/build_models.py: installing the two vision models with checked provenance."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.model_repository import find_model
-from services.vision.build_models import IMAGE_SAFETY_S, OPENNSFW, BuildError, check_file, main
+from services.common.serving.model_repository import find_model
+from services.vision.build.build_models import IMAGE_SAFETY_S, OPENNSFW, BuildError, check_file, main
 from services.vision.calibration import VIOLENCE_CALIBRATION
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from services.common.model_api import InvalidInputError
-from services.vision.benign_corpus import photo_like
+from services.common.errors import InvalidInputError
+from services.vision.build.benign_corpus import photo_like
 from services.vision.model import ImageSafetyModel
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from services.common.image_decode import decode_rgb
-from services.common.model_repository import ModelNotFoundError
-from services.common.onnx_session import SessionOptions
+from services.common.serving.model_repository import ModelNotFoundError
+from services.common.serving.onnx_session import SessionOptions
 from services.vision.networks import IMAGE_SAFETY_S, OPENNSFW, RepositoryMismatchError, load_network
 
 

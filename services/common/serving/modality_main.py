@@ -1,0 +1,126 @@
+"""The entry point every modality service shares: parse flags, load config, load models, serve.
+
+`services/<modality>/server.py` only says which models it serves; this module does the rest, including
+telemetry: tracing from the OTEL_* environment (`services.common.tracing.telemetry`) and Prometheus metrics on
+`server.metrics_listen` (`services.common.metrics`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from tritonclient.grpc import service_pb2_grpc
+
+from services import __version__
+from services.common.grpc_server import GrpcService
+from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, warm_up
+from services.common.logs import configure_logging
+from services.common.metrics import new_registry
+from services.common.serving.model_metrics import ModelMetrics
+from services.common.serving.model_api import ServedModel
+from services.common.serving.model_lifecycle import ModelLifecycle
+from services.common.serving.model_repository import ModelNotFoundError
+from services.common.serving.modality_config import ModalityServiceConfig, load_service_config
+from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
+
+log = logging.getLogger(__name__)
+KSERVE_SERVICE = "inference.GRPCInferenceService"
+VERSION = __version__
+
+ModelFactory = Callable[[ModalityServiceConfig], Sequence[ServedModel]]
+
+
+def parse_args(service: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m services.{service}.server",
+        description=f"auditmesh {service} service: KServe v2 (Triton) gRPC inference over ONNX Runtime, with "
+                    "grpc.health.v1 and server reflection. SIGTERM drains in-flight work and exits.")
+    parser.add_argument("--config", type=Path, default=Path(f"config/{service}.yaml"),
+                        help=f"service config YAML (default: config/{service}.yaml); env AUDITMESH_LISTEN, "
+                             "AUDITMESH_METRICS_LISTEN and AUDITMESH_MODEL_REPOSITORY override its listen address, "
+                             "/metrics address ('off' for none) and model repository. Tracing: OTEL_TRACES_EXPORTER "
+                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT; traces start at the "
+                             "router: this service records spans only for calls whose caller sent a sampled traceparent")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    return parser.parse_args(argv)
+
+
+def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], *,
+                  factory: ModelFactory | None = None) -> tuple[GrpcService, KServeServicer]:
+    """Wire models into a KServe servicer inside a GrpcService (not started), with its own metrics registry.
+    With `factory`, RepositoryModelLoad reloads a model through it (services.common.serving.model_lifecycle)."""
+    registry = new_registry(config.service, VERSION)
+    metrics = ModelMetrics(registry)
+    runners = build_runners(models, config.batching, metrics)
+    servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics)
+    if factory is not None:
+        servicer.lifecycle = _model_lifecycle(config, factory, servicer, metrics)
+
+    def register(server: object) -> None:
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
+        for runner in runners.values():
+            runner.batcher.start()
+
+    def on_serving_change(serving: bool) -> None:
+        servicer.ready = serving
+
+    # The lifecycle closes whichever runners serve at shutdown (a reload replaces them).
+    closers = [servicer.lifecycle.close] if servicer.lifecycle is not None else [r.close for r in runners.values()]
+    service = GrpcService(config.service, config.server, service_names=[KSERVE_SERVICE], register=register,
+                          on_serving_change=on_serving_change, on_close=closers, metrics_registry=registry)
+    return service, servicer
+
+
+def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, servicer: KServeServicer,
+                     metrics: ModelMetrics) -> ModelLifecycle[ModelRunner]:
+    def load(name: str) -> ServedModel:
+        for model in factory(config):  # each service serves one model, so this builds only what is asked
+            if model.name == name:
+                return model
+        raise ModelNotFoundError(f"model {name!r} is not built by the {config.service} service")
+
+    def start(model: ServedModel) -> ModelRunner:
+        runner = ModelRunner(model, config.batching, metrics)
+        runner.batcher.start()
+        return runner
+
+    return ModelLifecycle(servicer.runners, load=load, start=start)
+
+
+async def _serve(config: ModalityServiceConfig, factory: ModelFactory) -> None:
+    models = list(factory(config))
+    seconds = warm_up(models)
+    log.info("loaded and warmed %s in %.2fs (intra_op_threads=%d)", ", ".join(m.name for m in models), seconds,
+             config.onnxruntime.intra_op_threads)
+    service, _ = build_service(config, models, factory=factory)
+    await service.start()
+    await service.serve_until_signal()
+
+
+def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None = None) -> int:
+    """Run a modality service until SIGTERM. Returns the process exit code."""
+    args = parse_args(service, argv)
+    configure_logging(service, args.log_level, args.log_format)
+    try:
+        config = load_service_config(args.config)
+        setup_tracing(service, starts_traces=False)  # traces start at the router; a modality service follows
+    except ValueError as error:  # ConfigError, or an OTEL_* variable with a bad value (named in the message)
+        print(f"{service}: {error}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(config, factory))
+    except ModelNotFoundError as error:
+        print(f"{service}: {error}", file=sys.stderr)
+        return 2
+    finally:
+        shutdown_tracing()
+    return 0
+
+
+__all__ = ["run_modality", "build_service"]

@@ -1,0 +1,166 @@
+"""Hot model reload for a modality service, behind the KServe v2 repository API (RepositoryIndex,
+RepositoryModelLoad, RepositoryModelUnload). No gRPC here: `kserve_servicer` adapts it.
+
+`load(name)` builds the model again from the model repository (whatever `config.json`'s
+`default_version` of each ONNX file now says, as Triton reloads from its repository), beside the
+one serving:
+
+1. load it in a worker thread (ONNX Runtime sessions are created off the event loop);
+2. check every file it uses against the SHA-256 the repository records for it;
+3. warm it up (one representative batch);
+4. switch: new calls go to the new runner (one dict assignment);
+5. drain: the old runner finishes every row it had accepted, then stops (its threads end).
+
+A failure in 1-3 leaves the old version serving and is reported (`ModelLoadError`, which the servicer
+maps to FAILED_PRECONDITION; the reason also shows in RepositoryIndex). The served model's version
+becomes the `version` parameter of the load request, or the previous version + 1. Every inference
+response names the served model version and the versions of the files behind it
+(`models_parameter`), so the router knows which versions answered each item.
+
+Example::
+
+    lifecycle = ModelLifecycle(servicer.runners, load=lambda name: build(config, name), start=start_runner)
+    version = await lifecycle.load("text_moderation")      # "2"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Generic, Iterable, MutableMapping, Protocol, TypeVar
+
+from services.common.errors import FailedPreconditionError, NotFoundError
+from services.common.serving.model_api import ServedModel
+from services.common.serving.model_repository import sha256_of
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoadError(FailedPreconditionError):
+    """A new model version could not be loaded, verified or warmed up; the old one still serves."""
+
+
+class Runner(Protocol):
+    """What the lifecycle needs of a running model (kserve_servicer.ModelRunner is one)."""
+
+    @property
+    def model(self) -> ServedModel: ...
+
+    async def close(self) -> None:
+        """Finish every accepted row, then stop."""
+        ...
+
+
+R = TypeVar("R", bound=Runner)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """One RepositoryIndex entry. state: READY, LOADING or UNAVAILABLE (with a reason)."""
+
+    name: str
+    version: str
+    state: str
+    reason: str = ""
+
+
+def models_parameter(model: ServedModel) -> str:
+    """JSON list of [name, version]: the served model and the files behind it (for responses)."""
+    pairs = [[model.name, model.version], *[[f.name, f.version] for f in model.model_files()]]
+    return json.dumps(pairs, ensure_ascii=False)
+
+
+def verify_files(model: ServedModel) -> None:
+    """ModelLoadError if a file the model uses differs from the SHA-256 its repository records."""
+    for file in model.model_files():
+        path = Path(file.path)
+        if file.sha256 and path.is_file():
+            actual = sha256_of(path)
+            if actual != file.sha256:
+                raise ModelLoadError(f"{path}: SHA-256 {actual[:16]}… does not match the repository's "
+                                     f"{file.sha256[:16]}… for {file.name} version {file.version}")
+
+
+def next_version(version: str) -> str:
+    """"2" after "1"; "<version>.1" after a non-numeric one."""
+    return str(int(version) + 1) if version.isdigit() else f"{version}.1"
+
+
+class ModelLifecycle(Generic[R]):
+    """Loads, switches and unloads the models of one service (see the module docstring)."""
+
+    def __init__(self, runners: MutableMapping[str, R], *, load: Callable[[str], ServedModel],
+                 start: Callable[[ServedModel], R], names: Iterable[str] | None = None) -> None:
+        self.runners = runners
+        self._load = load
+        self._start = start
+        self._names = sorted(names if names is not None else runners)
+        self._reasons: dict[str, str] = {}
+        self._loading: set[str] = set()
+        self._versions = {name: runner.model.version for name, runner in runners.items()}
+        self._lock = asyncio.Lock()
+
+    def index(self) -> list[ModelState]:
+        """Every model this service can serve, with its state."""
+        states = []
+        for name in self._names:
+            runner = self.runners.get(name)
+            version = runner.model.version if runner is not None else self._versions.get(name, "")
+            state = "LOADING" if name in self._loading else "READY" if runner is not None else "UNAVAILABLE"
+            states.append(ModelState(name, version, state, self._reasons.get(name, "")))
+        return states
+
+    async def load(self, name: str, version: str = "") -> str:
+        """Load `name` again from the repository and switch to it; returns the new served version."""
+        self._require(name)
+        async with self._lock:
+            old = self.runners.get(name)
+            self._loading.add(name)
+            try:
+                model = await self._prepare(name, old)
+            finally:
+                self._loading.discard(name)
+            model.version = version or next_version(self._versions.get(name, "0"))
+            self.runners[name] = self._start(model)
+            self._versions[name] = model.version
+            self._reasons.pop(name, None)
+            if old is not None:
+                await old.close()
+            log.info("model %s: version %s serving (was %s); old version drained and unloaded", name, model.version,
+                     old.model.version if old is not None else "none")
+            return model.version
+
+    async def _prepare(self, name: str, old: R | None) -> ServedModel:
+        try:
+            model = await asyncio.to_thread(self._load, name)
+            await asyncio.to_thread(verify_files, model)
+            await asyncio.to_thread(model.warmup)
+            return model
+        except Exception as error:
+            keeping = f"version {old.model.version} still serving" if old is not None else "not serving"
+            reason = f"load failed: {error}"
+            self._reasons[name] = reason
+            log.error("model %s: %s (%s)", name, reason, keeping)
+            raise ModelLoadError(f"model {name!r}: {reason} ({keeping})") from None
+
+    async def unload(self, name: str) -> None:
+        """Stop serving `name` (after draining what it accepted)."""
+        self._require(name)
+        async with self._lock:
+            runner = self.runners.pop(name, None)
+            if runner is not None:
+                self._reasons[name] = "unloaded"
+                await runner.close()
+                log.info("model %s: version %s unloaded", name, runner.model.version)
+
+    async def close(self) -> None:
+        """Drain and stop every runner (service shutdown)."""
+        for runner in list(self.runners.values()):
+            await runner.close()
+
+    def _require(self, name: str) -> None:
+        if name not in self._names:
+            raise NotFoundError(f"unknown model {name!r}; this service has: {', '.join(self._names)}")

@@ -1,0 +1,195 @@
+"""A compiled, immutable blocklist: normalised terms in an Aho-Corasick automaton.
+
+Terms are normalised with the same `normalize()` as the text they are matched against, so "傻逼" also
+catches "傻　.　逼" and "fuck" catches "ｆ.ｕ.ｃ.ｋ". Matching rules:
+
+* CJK has no spaces between words, so a CJK edge of a term matches anywhere ("傻逼" in "你个傻逼啊").
+* A term edge that is a letter or digit of a space-separated script must not touch another such
+  character in the normalised text: "ass" matches "ass" and "ass!" but not "class" or "assassin"
+  (the Scunthorpe problem). Mixed terms ("狗sN") get the rule on their Latin edge only.
+* Overlapping matches are all kept, one per distinct (category, original span); when several entries
+  give the same category and span, the highest severity wins.
+
+Building takes a few milliseconds for thousands of terms, but it is a plain function: callers build
+off the request path and swap the finished object in (it never changes after `build`).
+
+Example::
+
+    >>> lexicon = Lexicon.build([LexiconEntry("ass", "profanity", 2, "test")])
+    >>> [m.matched_text for m in lexicon.find(normalize("Class, you a$$!"))]
+    ['a$$']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import ahocorasick
+
+from services.common.taxonomy import is_custom_category
+from services.common.text_match.normalize import NormalizedText, normalize
+from services.common.text_match.scripts import is_word_char
+
+__all__ = ["CATEGORIES", "DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
+
+#: The categories a text blocklist entry may carry (the moderation taxonomy's built-in ones).
+CATEGORIES = ("sexual", "violence", "hate", "spam", "self_harm", "profanity")
+#: Severity 1 = low, 2 = medium, 3 = high.
+SEVERITIES = (1, 2, 3)
+DEFAULT_LEXICON_PATH = Path(__file__).resolve().parent / "data" / "default_lexicon.json"
+LEXICON_FORMAT = "auditmesh-lexicon/1"
+
+
+@dataclass(frozen=True)
+class LexiconEntry:
+    """One blocklist term as written by its source (normalised when the lexicon is built).
+
+    Example::
+
+        >>> LexiconEntry("傻逼", "profanity", 2, "glin-profanity==4.1.0:glin_profanity/data/dictionaries/chinese.json").severity
+        2
+    """
+
+    term: str
+    category: str
+    severity: int
+    source: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.term, str) or not self.term.strip():
+            raise ValueError(f"term: must be a non-empty string, got {self.term!r}")
+        if self.category not in CATEGORIES and not is_custom_category(self.category):
+            raise ValueError(f"category: {self.category!r} is not one of {CATEGORIES} or custom.<name> (term {self.term!r})")
+        if isinstance(self.severity, bool) or self.severity not in SEVERITIES:
+            raise ValueError(f"severity: must be 1, 2 or 3, got {self.severity!r} (term {self.term!r})")
+        if not isinstance(self.source, str):
+            raise ValueError(f"source: must be a string, got {self.source!r} (term {self.term!r})")
+
+
+@dataclass(frozen=True)
+class Match:
+    """A blocklist hit: `start`/`end` are code-point offsets into the ORIGINAL text, half-open.
+
+    `term` is the normalised term that matched; `matched_text` is the original surface text.
+    """
+
+    category: str
+    term: str
+    severity: int
+    start: int
+    end: int
+    matched_text: str
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The match as the MATCHES output tensor encodes it."""
+        return {"category": self.category, "term": self.term, "severity": self.severity,
+                "start": self.start, "end": self.end, "text": self.matched_text, "source": self.source}
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    term: str
+    entries: tuple[LexiconEntry, ...]
+    bounded_left: bool
+    bounded_right: bool
+
+
+class Lexicon:
+    """An immutable compiled blocklist. Create it with `Lexicon.build` or `Lexicon.load`."""
+
+    __slots__ = ("_automaton", "_entries", "_version")
+
+    _automaton: Any
+    _entries: tuple[LexiconEntry, ...]
+    _version: str
+
+    def __init__(self, automaton: Any, entries: tuple[LexiconEntry, ...], version: str) -> None:
+        object.__setattr__(self, "_automaton", automaton)
+        object.__setattr__(self, "_entries", entries)
+        object.__setattr__(self, "_version", version)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Lexicon is immutable; build a new one instead of setting {name!r}")
+
+    @classmethod
+    def build(cls, entries: Iterable[LexiconEntry]) -> Lexicon:
+        """Normalise every term and compile the automaton.
+
+        Raises ValueError for an entry whose term normalises to nothing (only separators or
+        format characters). Example::
+
+            lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "mine")])
+        """
+        ordered = tuple(sorted(set(entries), key=lambda e: (e.term, e.category, e.severity, e.source)))
+        grouped: dict[str, list[LexiconEntry]] = {}
+        for entry in ordered:
+            term = normalize(entry.term).text
+            if not term:
+                raise ValueError(f"term: {entry.term!r} ({entry.source}) normalises to an empty string")
+            grouped.setdefault(term, []).append(entry)
+        automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
+        for term, group in grouped.items():
+            automaton.add_word(term, _Pattern(term, tuple(group), is_word_char(term[0]), is_word_char(term[-1])))
+        if grouped:
+            automaton.make_automaton()
+        return cls(automaton, ordered, _content_version(ordered))
+
+    @classmethod
+    def load(cls, path: Path = DEFAULT_LEXICON_PATH) -> Lexicon:
+        """Build from a lexicon JSON file (format `auditmesh-lexicon/1`, see build_lexicon.py)."""
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        if document.get("format") != LEXICON_FORMAT:
+            raise ValueError(f"format: {path} has {document.get('format')!r}, expected {LEXICON_FORMAT!r}")
+        return cls.build(LexiconEntry(e["term"], e["category"], int(e["severity"]), e["source"])
+                         for e in document["entries"])
+
+    @property
+    def entries(self) -> tuple[LexiconEntry, ...]:
+        """The entries the lexicon was built from, sorted."""
+        return self._entries
+
+    @property
+    def version(self) -> str:
+        """A content hash of the entries (16 hex digits): equal entries give equal versions."""
+        return self._version
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def find(self, text: NormalizedText) -> list[Match]:
+        """All matches in `text`, sorted by original start, end and category.
+
+        Example::
+
+            >>> lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "mine")])
+            >>> [(m.start, m.end, m.matched_text) for m in lexicon.find(normalize("你个傻　.　逼"))]
+            [(2, 7, '傻　.　逼')]
+        """
+        if not len(self._automaton) or not text.text:
+            return []
+        best: dict[tuple[str, int, int], Match] = {}
+        haystack = text.text
+        for last, pattern in self._automaton.iter(haystack):
+            start = last - len(pattern.term) + 1
+            if pattern.bounded_left and start > 0 and is_word_char(haystack[start - 1]):
+                continue
+            if pattern.bounded_right and last + 1 < len(haystack) and is_word_char(haystack[last + 1]):
+                continue
+            first, end = text.original_span(start, last + 1)
+            surface = text.original[first:end]
+            for entry in pattern.entries:
+                key = (entry.category, first, end)
+                current = best.get(key)
+                if current is None or entry.severity > current.severity:
+                    best[key] = Match(entry.category, pattern.term, entry.severity, first, end, surface, entry.source)
+        return sorted(best.values(), key=lambda m: (m.start, m.end, m.category))
+
+
+def _content_version(entries: tuple[LexiconEntry, ...]) -> str:
+    canonical = json.dumps([[e.term, e.category, e.severity, e.source] for e in entries], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

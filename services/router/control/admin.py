@@ -1,0 +1,224 @@
+"""The PolicyAdmin gRPC servicer (`protos/auditmesh/v1/admin.proto`). A thin adapter: it
+authenticates the admin key, checks its tenant scope, runs the operation (`PolicyControl`, the audit
+store) in a worker thread, and converts the results. Errors map to a status through
+`services.common.errors.STATUS_TABLE`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, TypeVar
+
+import grpc
+from auditmesh.v1 import admin_pb2 as apb
+from auditmesh.v1 import admin_pb2_grpc as apb_grpc
+from auditmesh.v1 import moderation_pb2 as pb
+
+from services.common.errors import InvalidRequestError
+from services.common.status import call_status
+from services.router.control.admin_auth import AdminAuth, AdminKey, admin_key_from
+from services.router.control.audit import AuditRecord
+from services.router.control.audit_store import AuditStore
+from services.router.control.canary import CanaryReport, RollbackBounds
+from services.router.control.control import PolicyControl
+from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
+from services.router.control.store import CanarySpec, PointerChange, StoredVersion
+
+log = logging.getLogger(__name__)
+ADMIN_SERVICE_NAME = "auditmesh.v1.PolicyAdmin"
+T = TypeVar("T")
+DECISIONS = {"allow": pb.ALLOW, "review": pb.REVIEW, "block": pb.BLOCK}
+KINDS: dict[int, Kind] = {apb.DOCUMENT_KIND_UNSPECIFIED: "policy", apb.POLICY: "policy", apb.TENANTS: "tenants"}
+KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
+
+
+class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
+    def __init__(self, control: PolicyControl, audit: AuditStore, auth: AdminAuth) -> None:
+        self.control = control
+        self.audit = audit
+        self.auth = auth
+
+    async def _run(self, context: grpc.aio.ServicerContext, scope: str | None, work: Callable[[AdminKey], T]) -> T:
+        """Authenticate; check `scope` (None = no tenant check); run `work` in a worker thread."""
+        async with call_status(context, log):
+            key = self.auth.authenticate(admin_key_from(context.invocation_metadata()))
+            if scope is not None:
+                self.auth.require(key, scope)
+            return await asyncio.to_thread(work, key)
+        raise AssertionError("unreachable: call_status ends the call on error")
+
+    @staticmethod
+    def _doc(kind_value: int, name: str) -> tuple[Kind, str]:
+        kind = KINDS.get(kind_value)
+        if kind is None:
+            raise InvalidRequestError(f"kind: unknown document kind {kind_value}")
+        if kind == "tenants":
+            return kind, TENANTS_NAME
+        if not name:
+            raise InvalidRequestError("name: the policy name is required")
+        return kind, name
+
+    def _scope_for_kind(self, kind_value: int) -> str | None:
+        """The tenants document (it holds every tenant's key digest) needs a global key."""
+        return "" if KINDS.get(kind_value) == "tenants" else None
+
+    async def PutVersion(self, request: apb.PutVersionRequest, context: grpc.aio.ServicerContext) -> apb.VersionInfo:
+        scope = "" if request.activate else self._scope_for_kind(request.kind)
+
+        def work(key: AdminKey) -> apb.VersionInfo:
+            kind, name = self._doc(request.kind, request.name)
+            author = f"{request.author} (admin key {key.name})" if request.author else f"admin key {key.name}"
+            stored = self.control.put(kind, request.content, name="" if kind == "tenants" else name, author=author,
+                                      comment=request.comment)
+            if request.activate:
+                self.control.activate(kind, stored.name, stored.version, "", author=author, reason=request.comment or "put+activate")
+            return self._info(stored)
+        return await self._run(context, scope, work)
+
+    async def GetVersion(self, request: apb.GetVersionRequest, context: grpc.aio.ServicerContext) -> apb.DocumentVersion:
+        def work(key: AdminKey) -> apb.DocumentVersion:
+            kind, name = self._doc(request.kind, request.name)
+            stored = self.control.get(kind, name, request.version, request.tenant)
+            return apb.DocumentVersion(info=self._info(stored), content=stored.content)
+        return await self._run(context, self._scope_for_kind(request.kind), work)
+
+    async def ListVersions(self, request: apb.ListVersionsRequest, context: grpc.aio.ServicerContext) -> apb.ListVersionsResponse:
+        def work(key: AdminKey) -> apb.ListVersionsResponse:
+            kind = KINDS.get(request.kind, "policy")
+            versions = self.control.store.list_versions(kind, TENANTS_NAME if kind == "tenants" else request.name)
+            return apb.ListVersionsResponse(versions=[self._info(v) for v in versions])
+        return await self._run(context, self._scope_for_kind(request.kind), work)
+
+    async def DiffVersions(self, request: apb.DiffVersionsRequest, context: grpc.aio.ServicerContext) -> apb.DiffVersionsResponse:
+        def work(key: AdminKey) -> apb.DiffVersionsResponse:
+            kind, name = self._doc(request.kind, request.name)
+            before = self.control.parse(kind, self.control.get(kind, name, request.from_version).content, name=name)
+            after = self.control.parse(kind, self.control.get(kind, name, request.to_version).content, name=name)
+            changes = [apb.Change(path=c.path, op=c.op, from_value=c.before, to_value=c.after) for c in diff(before, after)]
+            return apb.DiffVersionsResponse(changes=changes, unified_diff=unified_diff(before, after))
+        return await self._run(context, self._scope_for_kind(request.kind), work)
+
+    async def Activate(self, request: apb.ActivateRequest, context: grpc.aio.ServicerContext) -> apb.ActivationResponse:
+        def work(key: AdminKey) -> apb.ActivationResponse:
+            kind, name = self._doc(request.kind, request.name)
+            change = self.control.activate(kind, name, request.version, request.tenant, author=f"admin key {key.name}",
+                                           reason=request.comment or "activate")
+            return self._activation(change)
+        return await self._run(context, request.tenant, work)
+
+    async def Rollback(self, request: apb.RollbackRequest, context: grpc.aio.ServicerContext) -> apb.ActivationResponse:
+        def work(key: AdminKey) -> apb.ActivationResponse:
+            kind, name = self._doc(request.kind, request.name)
+            change = self.control.rollback(kind, name, request.tenant, request.to_version, author=f"admin key {key.name}")
+            return self._activation(change)
+        return await self._run(context, request.tenant, work)
+
+    async def StartCanary(self, request: apb.StartCanaryRequest, context: grpc.aio.ServicerContext) -> apb.CanaryStatus:
+        def work(key: AdminKey) -> CanarySpec:
+            bounds = self._bounds(request.bounds)
+            return self.control.start_canary(request.policy, request.tenant, request.candidate_version, request.percent,
+                                             shadow=request.shadow, bounds=bounds, author=f"admin key {key.name}")
+        return self._status(await self._run(context, request.tenant, work))
+
+    async def StopCanary(self, request: apb.StopCanaryRequest, context: grpc.aio.ServicerContext) -> apb.CanaryStatus:
+        def work(key: AdminKey) -> CanarySpec:
+            return self.control.stop_canary(request.policy, request.tenant, promote=request.promote,
+                                            author=f"admin key {key.name}", reason=request.comment)
+        return self._status(await self._run(context, request.tenant, work))
+
+    async def GetCanary(self, request: apb.GetCanaryRequest, context: grpc.aio.ServicerContext) -> apb.CanaryStatus:
+        def work(key: AdminKey) -> CanarySpec:
+            return self.control.canary_spec(request.policy, request.tenant)
+        return self._status(await self._run(context, request.tenant, work))
+
+    async def QueryAudit(self, request: apb.QueryAuditRequest, context: grpc.aio.ServicerContext) -> apb.QueryAuditResponse:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; audit records are read one tenant at a time")
+
+        def work(key: AdminKey) -> tuple[list[AuditRecord], str]:
+            return self.audit.query(request.tenant, since=request.since, until=request.until, limit=request.limit,
+                                    page_token=request.page_token)
+        records, token = await self._run(context, request.tenant, work)
+        return apb.QueryAuditResponse(records=[audit_message(r) for r in records], next_page_token=token)
+
+    # -- conversions -------------------------------------------------------------------------------
+
+    def _info(self, stored: StoredVersion) -> apb.VersionInfo:
+        active = [p.scope for p in self.control.store.pointers()
+                  if (p.kind, p.name, p.version) == (stored.kind, stored.name, stored.version)]
+        return apb.VersionInfo(kind=KIND_VALUES[stored.kind], name=stored.name, version=stored.version, author=stored.author,
+                               comment=stored.comment, created_at=stored.created_at, content_hash=stored.content_hash,
+                               active_in=active)
+
+    def _activation(self, change: PointerChange) -> apb.ActivationResponse:
+        return apb.ActivationResponse(kind=KIND_VALUES[change.kind], name=change.name, tenant=change.scope,
+                                      version=change.version, previous_version=change.previous,
+                                      generation=max(self.control.runtime.snapshot.generation, 0))
+
+    def _bounds(self, bounds: apb.CanaryBounds) -> RollbackBounds:
+        default = self.control.default_bounds
+        try:
+            return RollbackBounds(bounds.max_block_rate_delta or default.max_block_rate_delta,
+                                  bounds.max_error_rate_delta or default.max_error_rate_delta,
+                                  bounds.min_samples or default.min_samples, bounds.window_s or default.window_s)
+        except ValueError as error:
+            raise InvalidRequestError(f"bounds: {error}") from None
+
+    def _status(self, spec: CanarySpec) -> apb.CanaryStatus:
+        """Runs on the event loop (the monitor is updated there)."""
+        monitor = self.control.runtime.monitor(spec)
+        report = monitor.report(time.monotonic()) if monitor is not None else None
+        bounds = spec.bounds
+        status = apb.CanaryStatus(
+            policy=spec.policy, tenant=spec.scope, baseline_version=spec.baseline, candidate_version=spec.candidate,
+            percent=spec.percent, shadow=spec.shadow, running=spec.running and not (monitor and monitor.rolled_back),
+            stopped_reason=spec.stopped_reason or (f"auto-rollback: {monitor.rolled_back}" if monitor and monitor.rolled_back else ""),
+            bounds=apb.CanaryBounds(max_block_rate_delta=bounds.max_block_rate_delta,
+                                    max_error_rate_delta=bounds.max_error_rate_delta, min_samples=bounds.min_samples,
+                                    window_s=bounds.window_s))
+        if report is not None:
+            _fill_report(status, report)
+        return status
+
+
+def _fill_report(status: apb.CanaryStatus, report: CanaryReport) -> None:
+    for arm, counts in (("baseline", report.baseline), ("candidate", report.candidate)):
+        getattr(status, arm).CopyFrom(apb.ArmStats(items=counts.items, blocked=counts.blocked, errors=counts.errors,
+                                                   block_rate=counts.block_rate, error_rate=counts.error_rate))
+    shadow = report.shadow
+    status.shadow_items, status.decision_disagreements = shadow.items, shadow.decisions
+    for category, count in sorted(shadow.per_category.items()):
+        status.disagreements.add(category=category, count=count, example_item_ids=list(shadow.examples.get(category, ())))
+
+
+def audit_message(record: AuditRecord) -> apb.AuditRecord:
+    """The proto form of an audit record."""
+    message = apb.AuditRecord(
+        audit_id=record.audit_id, request_id=record.request_id, item_id=record.item_id, tenant=record.tenant,
+        time=record.time, decision=DECISIONS[record.decision], policy_name=record.policy_name,
+        policy_version=record.policy_version, degraded=record.degraded, canary_arm=record.canary_arm,
+        metadata=dict(record.metadata), content=list(record.content),
+        models=[pb.ModelVersion(name=name, version=version) for name, version in record.models],
+        categories=[apb.AuditCategory(category=c.category, score=c.score, action=DECISIONS[c.action], rule=c.rule)
+                    for c in record.categories])
+    for reference in record.evidence:
+        message.evidence.append(_evidence(reference))
+    return message
+
+
+def _evidence(ref: Any) -> pb.Evidence:
+    evidence = pb.Evidence(category=ref["category"], part_index=ref["part"])
+    kind = ref.get("kind")
+    if kind == "text_span":
+        evidence.text_span.CopyFrom(pb.TextSpan(start=ref["start"], end=ref["end"], text=ref.get("text", ""),
+                                                matched_term=ref["term"], lexicon=ref["lexicon"],
+                                                from_ocr=ref["ocr_line"] >= 0, ocr_line_index=ref["ocr_line"],
+                                                score=ref["score"]))
+    elif kind == "ocr_line":
+        evidence.ocr_line.CopyFrom(pb.OcrLine(line_index=ref["line"], text=ref.get("text", ""), confidence=ref["confidence"],
+                                              polygon=[pb.Point(x=x, y=y) for x, y in ref["polygon"]]))
+    elif kind == "image_score":
+        evidence.image_score.CopyFrom(pb.ImageScore(model=ref["model"], scores=ref["scores"]))
+    return evidence

@@ -1,0 +1,120 @@
+"""Decision audit records: what the router decided for one item, and why, without the content. Pure.
+
+A record holds the request and item ids, the tenant, the time, the decision, every category with its
+score, action and rule, the policy name and version that decided, the model versions that scored,
+whether it was degraded, the canary arm, the item's client metadata, and references to the evidence
+(part index, offsets, lexicon and term, OCR line index and box, image scores). Span and OCR-line
+text, and the text parts themselves, are kept only when the policy sets `audit.include_content`.
+Stored by `services.router.control.audit_store`.
+
+Example::
+
+    record = audit_record(AuditInput(tenant="acme", request_id="r1", item_id="c-9", metadata={},
+                                     texts=["..."], policy=policy, verdict=verdict, models=[...]), now=time.time())
+    record.evidence[0]   # {"kind": "text_span", "category": "profanity", "part": 0, "start": 3, "end": 8, ...}
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from services.router.fusion import Evidence, ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
+from services.router.policy import CompiledPolicy
+
+
+@dataclass(frozen=True)
+class AuditCategory:
+    category: str
+    score: float
+    action: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    audit_id: str
+    request_id: str
+    item_id: str
+    tenant: str
+    time: float
+    decision: str
+    categories: tuple[AuditCategory, ...]
+    policy_name: str
+    policy_version: str
+    models: tuple[tuple[str, str], ...]
+    evidence: tuple[Mapping[str, Any], ...]
+    degraded: bool = False
+    canary_arm: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    content: tuple[str, ...] = ()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values (built by hand: `dataclasses.asdict` deep-copies, and this runs for
+        every decision)."""
+        return {"audit_id": self.audit_id, "request_id": self.request_id, "item_id": self.item_id,
+                "tenant": self.tenant, "time": self.time, "decision": self.decision,
+                "categories": [{"category": c.category, "score": c.score, "action": c.action, "rule": c.rule}
+                               for c in self.categories],
+                "policy_name": self.policy_name, "policy_version": self.policy_version,
+                "models": [[name, version] for name, version in self.models],
+                "evidence": [dict(e) for e in self.evidence], "degraded": self.degraded,
+                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content)}
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> AuditRecord:
+        values = dict(data)
+        values["categories"] = tuple(AuditCategory(**c) for c in data["categories"])
+        values["models"] = tuple((str(n), str(v)) for n, v in data["models"])
+        values["evidence"] = tuple(data["evidence"])
+        values["content"] = tuple(data["content"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class AuditInput:
+    """Everything one decision's record is made of."""
+
+    tenant: str
+    request_id: str
+    item_id: str
+    metadata: Mapping[str, str]
+    texts: Sequence[str]
+    policy: CompiledPolicy
+    verdict: Verdict
+    models: Sequence[tuple[str, str]]
+    canary_arm: str = ""
+
+
+def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> AuditRecord:
+    """The audit record of one decision (see the module docstring)."""
+    verdict = source.verdict
+    with_content = source.policy.document.audit.include_content
+    return AuditRecord(
+        audit_id=audit_id or uuid.uuid4().hex, request_id=source.request_id, item_id=source.item_id,
+        tenant=source.tenant, time=now, decision=verdict.decision,
+        categories=tuple(AuditCategory(c.category, round(c.score, 6), c.action, c.rule) for c in verdict.categories),
+        policy_name=source.policy.name, policy_version=source.policy.version, models=tuple(source.models),
+        evidence=tuple(evidence_reference(e, with_content) for e in verdict.evidence),
+        degraded=bool(verdict.degradations), canary_arm=source.canary_arm, metadata=dict(source.metadata),
+        content=tuple(source.texts) if with_content else ())
+
+
+def evidence_reference(evidence: Evidence, with_content: bool) -> dict[str, Any]:
+    """A reference to one piece of evidence; its text only `with_content`."""
+    base: dict[str, Any] = {"category": evidence.category, "part": evidence.part_index}
+    if isinstance(evidence, TextSpanEvidence):
+        base.update(kind="text_span", start=evidence.start, end=evidence.end, lexicon=evidence.lexicon,
+                    term=evidence.matched_term, ocr_line=evidence.ocr_line, score=round(evidence.score, 6))
+        if with_content:
+            base["text"] = evidence.text
+    elif isinstance(evidence, OcrLineEvidence):
+        line = evidence.line
+        base.update(kind="ocr_line", line=line.line_index, confidence=round(line.confidence, 6),
+                    polygon=[list(point) for point in line.polygon])
+        if with_content:
+            base["text"] = line.text
+    elif isinstance(evidence, ImageScoreEvidence):
+        base.update(kind="image_score", model=evidence.model, scores={k: round(v, 6) for k, v in evidence.scores.items()})
+    return base

@@ -1,0 +1,119 @@
+"""The decision audit log: append-only, in one SQLite file (`lifecycle.audit_path`, default
+`var/audit.sqlite`), queryable by tenant and time, with retention.
+
+The request path only appends to an in-memory buffer (`append`, O(1), never blocks on disk); a
+background task writes the buffer in one transaction every `flush_interval_s` (`flush`, in a worker
+thread). If the disk cannot keep up, the buffer is bounded and the oldest pending records are
+dropped and counted (`dropped`) rather than stalling moderation. Records older than `retention_s` are
+deleted as new ones are written (the rotation). A query always names one tenant and can return
+only that tenant's records: the tenant is part of the SQL condition, never a filter applied later.
+
+Example::
+
+    log = AuditStore(Path("var/audit.sqlite"), retention_s=30 * 86400)
+    log.append(record)
+    log.flush()
+    records, next_token = log.query("acme", since=t0, until=t1, limit=100)
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from services.common.errors import InvalidRequestError
+from services.router.control.audit import AuditRecord
+from services.router.control.sqlite_wal import open_shared
+
+log = logging.getLogger(__name__)
+MAX_QUERY_LIMIT = 1000
+#: Records written per transaction at most.
+FLUSH_CHUNK = 5000
+#: Seconds between retention sweeps.
+PRUNE_EVERY_S = 60.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, audit_id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL,
+    time REAL NOT NULL, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_tenant_time ON audit (tenant, time, seq);
+"""
+
+
+class AuditStore:
+    """See the module docstring. `append` from the event loop; `flush` and `query` from any thread."""
+
+    def __init__(self, path: Path, *, retention_s: float = 30 * 86400.0, max_pending: int = 100_000,
+                 clock: Callable[[], float] = time.time) -> None:
+        if retention_s <= 0:
+            raise ValueError(f"retention_s must be > 0, got {retention_s}")
+        self.retention_s = retention_s
+        self.dropped = 0
+        self._clock = clock
+        self._pending: collections.deque[AuditRecord] = collections.deque(maxlen=max_pending)
+        self._lock = threading.Lock()
+        self._db = open_shared(path)  # WAL; safe when several lanes open the same new file at once
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._last_prune = 0.0
+
+    def append(self, record: AuditRecord) -> None:
+        """Queue one record for the next flush (drops the oldest pending one when the buffer is full)."""
+        if len(self._pending) == self._pending.maxlen:
+            self.dropped += 1
+        self._pending.append(record)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> int:
+        """Write every pending record; returns how many were written."""
+        written = 0
+        with self._lock:
+            while self._pending:
+                chunk = [self._pending.popleft() for _ in range(min(FLUSH_CHUNK, len(self._pending)))]
+                rows = [(r.audit_id, r.tenant, r.time, json.dumps(r.to_json_dict(), ensure_ascii=False)) for r in chunk]
+                self._db.execute("BEGIN")
+                self._db.executemany("INSERT OR IGNORE INTO audit (audit_id, tenant, time, record) VALUES (?, ?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+                written += len(rows)
+            self._prune()
+        return written
+
+    def _prune(self) -> None:
+        now = self._clock()
+        if now - self._last_prune < PRUNE_EVERY_S:
+            return
+        self._last_prune = now
+        deleted = self._db.execute("DELETE FROM audit WHERE time < ?", (now - self.retention_s,)).rowcount
+        if deleted:
+            log.info("audit log: deleted %d records older than %.0f s", deleted, self.retention_s)
+
+    def query(self, tenant: str, *, since: float = 0.0, until: float = 0.0, limit: int = 100,
+              page_token: str = "") -> tuple[list[AuditRecord], str]:
+        """Records of `tenant` with since <= time < until (0 = unbounded), oldest first, and the token
+        of the next page ("" when there is none). Pending records are flushed first."""
+        if not tenant:
+            raise InvalidRequestError("tenant: required; audit records are read one tenant at a time")
+        if page_token and not page_token.isdigit():
+            raise InvalidRequestError(f"page_token: not a token from a previous response: {page_token!r}")
+        limit = min(limit or 100, MAX_QUERY_LIMIT)
+        self.flush()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, record FROM audit WHERE tenant = ? AND time >= ? AND time < ? AND seq > ? "
+                "ORDER BY seq LIMIT ?", (tenant, since, until or float("inf"), int(page_token or 0), limit + 1)).fetchall()
+        records = [AuditRecord.from_json_dict(json.loads(row[1])) for row in rows[:limit]]
+        return records, str(rows[limit - 1][0]) if len(rows) > limit else ""
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,145 @@
+"""The router's composition root and CLI: builds the dispatchers, pipeline, policy lifecycle and the
+servicer, and serves them. `python -m services.router` runs it.
+
+Run: `python -m services.router --config config/router.yaml` (see `--help`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import grpc
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+
+from services import __version__
+from services.common.config import ConfigError
+from services.common.grpc_server import GrpcService
+from services.common.logs import configure_logging
+from services.common.metrics import new_registry
+from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
+from services.router.config import RouterConfig, load_router_config
+from services.router.dispatch import ModalityDispatcher
+from services.router.lanes import apply_nice, check_classes_covered, log_service_name
+from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector
+from services.router.pipeline import Pipeline
+from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
+from services.router.server import SERVICE_NAME, ModerationServicer
+
+log = logging.getLogger("services.router")
+
+
+class Router:
+    """The router's parts wired together: dispatchers, pipeline, servicer, gRPC server."""
+
+    OUTPUTS = {"text": ("TEXT", ("TOXICITY", "SPAM", "MATCHES")),
+               "vision": ("IMAGE", ("SEXUAL", "VIOLENCE", "DETAILS", "ERROR")),
+               "ocr": ("IMAGE", ("LINES", "ERROR"))}
+
+    def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
+        self.config = config
+        self.lifecycle = lifecycle
+        state = lifecycle.runtime.snapshot
+        self.registry = new_registry("router", __version__)
+        self.metrics = RouterMetrics(self.registry)
+        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.OUTPUTS[m][0],
+                                                  output_names=self.OUTPUTS[m][1],
+                                                  max_message_bytes=config.server.max_message_bytes,
+                                                  qos_classes=state.tenants.qos_classes,
+                                                  on_batch=self.metrics.record_batch)
+                            for m in self.OUTPUTS}
+        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
+        self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
+        self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
+        self.registry.register(lifecycle.collector())
+        self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics)
+        self._describe_task: asyncio.Task[None] | None = None
+        self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME, ADMIN_SERVICE_NAME],
+                                   register=self._register,
+                                   on_close=[self._close], metrics_registry=self.registry)
+
+    def _register(self, server: grpc.aio.Server) -> None:
+        pb_grpc.add_ModerationServiceServicer_to_server(self.servicer, server)
+        self.lifecycle.register(server)
+        for dispatcher in self.dispatchers.values():
+            dispatcher.start()
+        self._describe_task = asyncio.get_running_loop().create_task(self._describe_upstreams())
+
+    async def _describe_upstreams(self) -> None:
+        """Learn the model versions behind each upstream (retrying while a service is still starting)."""
+        while len(self.pipeline.models) < len(self.dispatchers):
+            for modality, dispatcher in self.dispatchers.items():
+                if modality not in self.pipeline.models:
+                    versions = await dispatcher.describe_models()
+                    if versions:
+                        self.pipeline.models[modality] = versions
+                        self.metrics.describe_upstream(modality, versions)
+            await asyncio.sleep(1.0)
+
+    async def _close(self) -> None:
+        if self._describe_task is not None:
+            self._describe_task.cancel()
+        for dispatcher in self.dispatchers.values():
+            await dispatcher.close()
+        await self.lifecycle.close()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m services.router",
+        description="auditmesh router: auditmesh.v1.ModerationService (Moderate, ModerateBatch, ModerateStream). "
+                    "Authenticates tenants by API key, fans items out to the text, vision and OCR services "
+                    "(KServe v2 gRPC), and fuses the scores through the tenant's policy. SIGTERM drains and exits.")
+    parser.add_argument("--config", type=Path, default=Path("config/router.yaml"),
+                        help="router config YAML (default: config/router.yaml); env AUDITMESH_LISTEN, "
+                             "AUDITMESH_METRICS_LISTEN ('off' for none), AUDITMESH_{TEXT,VISION,OCR}_URL, "
+                             "AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR override it. Tracing: OTEL_TRACES_EXPORTER "
+                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT")
+    parser.add_argument("--lane", default=None,
+                        help="with `lanes:` in the config, the lane this process serves (its port and QoS classes; "
+                             "default: env AUDITMESH_LANE, else the first lane). Run one process per lane.")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    return parser.parse_args(argv)
+
+
+async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
+    router = Router(config, lifecycle)
+    await router.service.start()
+    await router.service.serve_until_signal()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging("router", args.log_level, args.log_format)
+    try:
+        config = load_router_config(args.config, args.lane)
+        if config.lane is not None:  # lanes are processes of their own: their log lines say which
+            configure_logging(log_service_name(config.lane), args.log_level, args.log_format)
+        lifecycle = PolicyLifecycle.open(config)  # fails before binding the port on a bad tenants or policy file
+        try:
+            check_classes_covered(config.lanes, [c.name for c in lifecycle.runtime.snapshot.tenants.qos_classes])
+        except ValueError as error:
+            raise ConfigError(str(args.config), "lanes", str(error)) from None
+        if config.lane is not None:
+            others = [lane.name for lane in config.lanes if lane is not config.lane]
+            log.info("lane %s: serving QoS classes %s on %s; other lanes (their own processes): %s", config.lane.name,
+                     ", ".join(config.lane.classes), config.server.listen, ", ".join(others) or "none")
+        apply_nice(config.lane)
+        setup_tracing("router")  # before any channel exists: the upstream channels must be instrumented
+    except (ConfigError, ValueError) as error:  # ValueError: an OTEL_* variable with a bad value
+        print(f"router: {error}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(config, lifecycle))
+    finally:
+        shutdown_tracing()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""The policy lifecycle wired into the router: the store, the live snapshot, the config watcher, the
+audit log, canary bookkeeping and the PolicyAdmin service. `server.py` calls four things:
+
+    lifecycle = PolicyLifecycle.open(config)        # at start: import config files, first snapshot
+    selection = lifecycle.select(tenant, policy, item_id)      # per item: one version, start to end
+    with lifecycle.observing(selection, item_id): outcome = await pipeline.run(...)
+    lifecycle.record(selection, request_id, item, outcome)     # audit record + canary counters
+
+and registers `lifecycle.register(server)` / `await lifecycle.close()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import Any, Coroutine, Iterable, Iterator, Mapping, Sequence
+
+import grpc
+from auditmesh.v1 import admin_pb2_grpc as apb_grpc
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from services.common.errors import InvalidRequestError, LimitExceededError, PermissionDeniedError, UnauthenticatedError
+from services.router.control.admin import ADMIN_SERVICE_NAME, PolicyAdminServicer
+from services.router.control.admin_auth import AdminAuth, load_admin_keys
+from services.router.control.audit import AuditInput, audit_record
+from services.router.control.audit_store import AuditStore
+from services.router.config import RouterConfig
+from services.router.control.watch import ConfigWatcher
+from services.router.pipeline import Outcome
+from services.router.control.control import PolicyControl
+from services.router.control.runtime import PolicyRuntime, Selection
+from services.router.control.store import SQLitePolicyStore
+from services.router.tenants import Tenant
+
+log = logging.getLogger(__name__)
+#: Failures that are the caller's doing; they do not count against a canary candidate.
+CLIENT_ERRORS = (InvalidRequestError, PermissionDeniedError, UnauthenticatedError, LimitExceededError)
+
+__all__ = ["ADMIN_SERVICE_NAME", "PolicyLifecycle"]
+
+
+class PolicyLifecycle:
+    """See the module docstring."""
+
+    def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditStore, auth: AdminAuth) -> None:
+        self.config = config
+        self.control = control
+        self.audit = audit
+        self.auth = auth
+        settings = config.lifecycle
+        self.watcher = ConfigWatcher(control, Path(config.policies_dir), Path(config.tenants_file))
+        self.admin = PolicyAdminServicer(control, audit, auth)
+        self._watch_interval_s = settings.watch_interval_s
+        self._flush_interval_s = settings.audit_flush_interval_s
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    def open(cls, config: RouterConfig) -> PolicyLifecycle:
+        """Open the store and audit log, import the config files (ConfigError on a bad one), load admin keys."""
+        settings = config.lifecycle
+        control = PolicyControl(SQLitePolicyStore(Path(settings.store_path)), default_bounds=settings.canary_bounds)
+        snapshot = control.import_files(Path(config.policies_dir), Path(config.tenants_file))
+        keys = settings.admin_keys + (load_admin_keys(Path(settings.admin_keys_file)) if settings.admin_keys_file else ())
+        auth = AdminAuth(keys)
+        auth.check_disjoint((t.api_key_sha256 for t in snapshot.tenants.tenants.values()), "lifecycle.admin_keys")
+        if not len(auth):
+            log.warning("no admin keys configured (lifecycle.admin_keys): the PolicyAdmin API refuses every call")
+        audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0)
+        return cls(config, control, audit, auth)
+
+    @property
+    def runtime(self) -> PolicyRuntime:
+        return self.control.runtime
+
+    # -- request path ------------------------------------------------------------------------------
+
+    def select(self, tenant: Tenant, requested_policy: str, item_key: str) -> Selection:
+        """The versions one item is judged under, from one snapshot (PermissionDeniedError if not given)."""
+        return self.runtime.snapshot.select(tenant, requested_policy, item_key)
+
+    @contextlib.contextmanager
+    def observing(self, selection: Selection, item_id: str) -> Iterator[None]:
+        """Counts a failure of the wrapped work against the item's canary arm (client errors aside)."""
+        try:
+            yield
+        except CLIENT_ERRORS:
+            raise
+        except Exception:
+            self._observed(selection, item_id, None, {}, None)
+            raise
+
+    def record(self, selection: Selection, request_id: str, item_id: str, metadata: Mapping[str, str],
+               texts: Sequence[str], outcome: Outcome) -> None:
+        """Append the decision's audit record and count it for its canary."""
+        verdict = outcome.verdict
+        self.audit.append(audit_record(AuditInput(selection.tenant.id, request_id, item_id, metadata, texts,
+                                                  selection.policy, verdict, outcome.models, selection.canary_arm),
+                                       now=time.time()))
+        actions = {c.category: c.action for c in verdict.categories}
+        shadow = outcome.shadow
+        self._observed(selection, item_id, verdict.decision, actions,
+                       (shadow.decision, {c.category: c.action for c in shadow.categories}) if shadow is not None else None)
+
+    def _observed(self, selection: Selection, item_id: str, decision: str | None, actions: Mapping[str, str],
+                  shadow: tuple[str, Mapping[str, str]] | None) -> None:
+        reason = self.runtime.observe(selection, item_id, decision=decision, actions=actions, shadow=shadow)
+        if reason is not None and selection.canary is not None:
+            spec = selection.canary.spec
+            self._spawn(asyncio.to_thread(self.control.stop_canary, spec.policy, spec.scope, author="auto-rollback",
+                                          reason=f"auto-rollback: {reason}", started_at=spec.started_at))
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def register(self, server: grpc.aio.Server) -> None:
+        """Add the PolicyAdmin service and start the watcher and the audit flusher."""
+        apb_grpc.add_PolicyAdminServicer_to_server(self.admin, server)
+        self._spawn(self.watcher.run(self._watch_interval_s))
+        self._spawn(self._flush_audit())
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("policy lifecycle task failed", exc_info=task.exception())
+
+    async def _flush_audit(self) -> None:
+        while True:
+            await asyncio.sleep(self._flush_interval_s)
+            if self.audit.pending:
+                await asyncio.to_thread(self.audit.flush)
+
+    async def close(self) -> None:
+        """Stop the background tasks, write the pending audit records, close the files."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.to_thread(self.audit.close)
+        self.control.store.close()
+
+    def collector(self) -> Collector:
+        """Prometheus: active versions, canary arms and shadow disagreements, audit backlog."""
+        return LifecycleCollector(self)
+
+
+class LifecycleCollector(Collector):
+    """Read at scrape time from the live snapshot and canary monitors (see `PolicyLifecycle.collector`)."""
+
+    def __init__(self, lifecycle: PolicyLifecycle) -> None:
+        self.lifecycle = lifecycle
+
+    def collect(self) -> Iterable[Metric]:
+        snapshot = self.lifecycle.runtime.snapshot
+        active = GaugeMetricFamily("auditmesh_policy_active", "1 for the policy version active in a scope",
+                                   labels=["policy", "scope", "version"])
+        for name, policy in snapshot.policies.items():
+            active.add_metric([name, "", policy.version], 1)
+        for (name, scope), policy in snapshot.overrides.items():
+            active.add_metric([name, scope, policy.version], 1)
+        yield active
+        yield GaugeMetricFamily("auditmesh_policy_generation", "Policy store generation the router serves",
+                                value=max(snapshot.generation, 0))
+        items = GaugeMetricFamily("auditmesh_canary_window_items", "Items per canary arm in the monitoring window",
+                                    labels=["policy", "scope", "arm", "outcome"])
+        disagreements = CounterMetricFamily("auditmesh_canary_shadow_disagreements",
+                                            "Shadow items where the candidate took another action", labels=["policy", "scope", "category"])
+        now = time.monotonic()
+        for (name, scope), canary in snapshot.canaries.items():
+            report = canary.monitor.report(now)
+            for arm, counts in (("baseline", report.baseline), ("candidate", report.candidate)):
+                items.add_metric([name, scope, arm, "all"], counts.items)
+                items.add_metric([name, scope, arm, "blocked"], counts.blocked)
+                items.add_metric([name, scope, arm, "error"], counts.errors)
+            for category, count in report.shadow.per_category.items():
+                disagreements.add_metric([name, scope, category], count)
+        yield items
+        yield disagreements
+        yield GaugeMetricFamily("auditmesh_audit_pending", "Audit records not yet written", value=self.lifecycle.audit.pending)
+        yield CounterMetricFamily("auditmesh_audit_dropped", "Audit records dropped (buffer full)",
+                                  value=self.lifecycle.audit.dropped)
