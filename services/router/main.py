@@ -28,7 +28,7 @@ from services.router.lanes import apply_nice, check_classes_covered, log_service
 from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector
 from services.router.pipeline import Pipeline
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
-from services.router.server import SERVICE_NAME, ModerationServicer
+from services.router.server import SERVICE_NAME, TOLERANT_STREAMS, ModerationServicer
 
 log = logging.getLogger("services.router")
 
@@ -60,7 +60,8 @@ class Router:
         self._describe_task: asyncio.Task[None] | None = None
         self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME, ADMIN_SERVICE_NAME],
                                    register=self._register,
-                                   on_close=[self._close], metrics_registry=self.registry)
+                                   on_close=[self._close], metrics_registry=self.registry,
+                                   tolerant_streams=TOLERANT_STREAMS)
 
     def _register(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_ModerationServiceServicer_to_server(self.servicer, server)
