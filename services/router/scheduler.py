@@ -52,9 +52,14 @@ class SchedulingConfig:
     starvation_limit_ms: float = 200.0
     shed_early: bool = True
     overload_wait_ms: float = 0.0
+    #: Bytes of payload per batch (jobs whose payload has `nbytes`); 0 = count only. The dispatcher
+    #: sets it to the upstream's `limits.max_request_bytes` unless set here.
+    max_batch_bytes: int = 0
 
     def __post_init__(self) -> None:
         validate_batching(self.max_batch_size, self.max_delay_ms, self.max_queue, self.max_concurrency)
+        if self.max_batch_bytes < 0:
+            raise ValueError(f"max_batch_bytes must be >= 0 (0 = no byte budget), got {self.max_batch_bytes}")
         if self.starvation_limit_ms <= 0:
             raise ValueError(f"starvation_limit_ms must be > 0, got {self.starvation_limit_ms}")
         if self.overload_wait_ms < 0:
@@ -183,7 +188,8 @@ class FairScheduler(Generic[R]):
             await self._slots.acquire()
             await self._wait_for_batch()
             now = self._clock()
-            batch, shed = self._queue.pop_batch(now, self.config.max_batch_size, self.cost.estimate())
+            batch, shed = self._queue.pop_batch(now, self.config.max_batch_size, self.cost.estimate(),
+                                                max_bytes=self.config.max_batch_bytes or None)
             for job in shed:
                 self.shed_count += 1
                 self._fail(job, DeadlineExceededError("shed: the item could no longer finish before its deadline"))

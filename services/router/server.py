@@ -122,7 +122,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         # degrade, priority) read from that same snapshot, from start to end.
         selection = caller.snapshot.select(caller.tenant, policy_name, item.id or request_id)
         tenant, policy = selection.tenant, selection.policy
-        valid = validate_item(item.id, raw_parts(item), self.config.limits, where)
+        valid = validate_item(item.id, raw_parts(item), self.config.limits, where, item.metadata)
         ticket = None if admitted else self.admission.admit(tenant.id, tenant.quota, 1, started)
         admission_ms = (time.monotonic() - started) * 1000
         requester = Requester(tenant.id, caller.snapshot.tenants.priority(tenant), tenant.weight)

@@ -14,7 +14,7 @@ from tests.security.inputs import MODERATE_STREAM, auth, item
 
 
 def request(request_id: str, text: str) -> bytes:
-    return pb.ModerateRequest(request_id=request_id, item=item(text, item_id=request_id)).SerializeToString()
+    return bytes(pb.ModerateRequest(request_id=request_id, item=item(text, item_id=request_id)).SerializeToString())
 
 
 def test_a_bad_message_gets_its_error_and_the_stream_goes_on(router_channel: grpc.Channel) -> None:

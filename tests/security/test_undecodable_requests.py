@@ -23,7 +23,7 @@ GARBAGE = [b"\xff\xff\xff\xff\xff", b"\x0a\x7fshort", b"\x12\x05\x0a\x03", BAD_U
 
 def valid_request_cut_short() -> bytes:
     data = pb.ModerateRequest(request_id="r", item=pb.Item(id="i", parts=[pb.Part(text="hello")])).SerializeToString()
-    return data[:-3]
+    return bytes(data[:-3])
 
 
 @pytest.mark.parametrize("method", [MODERATE, MODERATE_BATCH])

@@ -58,7 +58,7 @@ def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], 
     registry = new_registry(config.service, VERSION)
     metrics = ModelMetrics(registry)
     runners = build_runners(models, config.batching, metrics)
-    servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics)
+    servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics, limits=config.limits)
     if factory is not None:
         servicer.lifecycle = _model_lifecycle(config, factory, servicer, metrics)
 

@@ -78,7 +78,10 @@ async def test_closing_the_answers_cancels_pending_work() -> None:
         yield 3
 
     stream = answer_stream(endless(), forever, max_in_flight=4)
-    waiting = asyncio.create_task(stream.__anext__())  # as the call does: waiting for the next answer
+    async def next_answer() -> int:
+        return await anext(stream)
+
+    waiting = asyncio.create_task(next_answer())  # as the call does: waiting for the next answer
     while len(started) < 2:
         await asyncio.sleep(0)
     waiting.cancel()  # the client went away
