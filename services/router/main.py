@@ -19,6 +19,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from services import __version__
 from services.common.config import ConfigError
 from services.common.grpc_server import GrpcService
+from services.common.allocator import fix_mmap_threshold
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
@@ -117,6 +118,7 @@ async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging("router", args.log_level, args.log_format)
+    fix_mmap_threshold()  # request buffers go back to the system when freed (services/common/allocator.py)
     try:
         config = load_router_config(args.config, args.lane)
         if config.lane is not None:  # lanes are processes of their own: their log lines say which

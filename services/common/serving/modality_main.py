@@ -19,6 +19,7 @@ from tritonclient.grpc import service_pb2_grpc
 from services import __version__
 from services.common.grpc_server import GrpcService
 from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, warm_up
+from services.common.allocator import fix_mmap_threshold
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.serving.model_metrics import ModelMetrics
@@ -107,6 +108,7 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
     """Run a modality service until SIGTERM. Returns the process exit code."""
     args = parse_args(service, argv)
     configure_logging(service, args.log_level, args.log_format)
+    fix_mmap_threshold()  # request buffers and decoded images go back to the system when freed
     try:
         config = load_service_config(args.config)
         setup_tracing(service, starts_traces=False)  # traces start at the router; a modality service follows
