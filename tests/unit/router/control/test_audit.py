@@ -12,7 +12,7 @@ from services.router.control.audit import AuditInput, AuditRecord, audit_record
 from services.router.control.audit_store import AuditStore
 from services.router.fusion import BlockMatch, OcrLineFinding, Signals, TextFinding, fuse
 from services.router.policy import AuditRules, PolicyDocument, compile_policy
-from tests.unit.router.lifecycle_fakes import FakeClock
+from tests.stubs import FakeClock
 
 TEXT = "you are a total idiot"
 
