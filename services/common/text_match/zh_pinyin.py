@@ -27,7 +27,7 @@ __all__ = ["find_pinyin", "readings", "term_syllables"]
 
 def term_syllables(term: str) -> tuple[str, ...]:
     """The toneless syllables of a Chinese term (phrase-aware: pypinyin's phrase dictionary)."""
-    return tuple(s.lower() for s in lazy_pinyin(term, style=Style.NORMAL, errors=lambda chars: list(chars)))
+    return tuple(s.lower() for s in lazy_pinyin(term, style=Style.NORMAL, errors="default"))
 
 
 @lru_cache(maxsize=65536)
@@ -35,7 +35,7 @@ def readings(char: str) -> frozenset[str]:
     """Every toneless reading of one Han character; empty for anything else."""
     if not ("\u3400" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff"):
         return frozenset()
-    result = pinyin(char, style=Style.NORMAL, heteronym=True, errors=lambda chars: [])
+    result = pinyin(char, style=Style.NORMAL, heteronym=True, errors="ignore")
     return frozenset(r.lower() for group in result for r in group if r.isascii() and r.isalpha())
 
 
