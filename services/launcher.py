@@ -314,7 +314,7 @@ def supervise(mesh: Mesh, supervisor: Supervisor, should_stop: Callable[[], bool
                 recovering.forget(service)
                 restart = supervisor.exited(service, returncode)
                 if restart is not None:
-                    log.error("%s (pid %d) %s", service, process.pid, restart.describe())
+                    log.error("%s (pid was %d)", restart.describe(), process.pid)
             for service in supervisor.due():
                 if should_stop():
                     break
@@ -340,7 +340,11 @@ class _Recovering:
 
     def add(self, service: str) -> None:
         self.forget(service)
-        self.waiting[service] = (time.monotonic(), grpc.insecure_channel(self.mesh.address(service)))
+        # Reconnect quickly: the service is still starting, and gRPC's default backoff (1 s, growing)
+        # would report it serving seconds late.
+        channel = grpc.insecure_channel(self.mesh.address(service), options=[
+            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 200)])
+        self.waiting[service] = (time.monotonic(), channel)
 
     def forget(self, service: str) -> None:
         entry = self.waiting.pop(service, None)

@@ -16,7 +16,7 @@ Example::
     supervisor = Supervisor(RestartPolicy(initial_delay_s=0.5, max_delay_s=30), clock=time.monotonic)
     supervisor.started("text")
     restart = supervisor.exited("text", -9)   # kill -9
-    restart.describe()   # 'text (killed by signal SIGKILL after 12.0 s up): restart #1 in 0.5 s'
+    restart.describe()   # 'text exited (killed by signal SIGKILL) after 12.0 s up: restart #1 in 0.5 s'
     ...
     for child in supervisor.due():            # once 0.5 s have passed
         start(child); supervisor.started(child)
@@ -92,7 +92,7 @@ class Restart:
 
     def describe(self) -> str:
         """One log line: which child, how it ended, when the next attempt comes."""
-        return (f"{self.child} ({describe_exit(self.returncode)} after {self.uptime_s:.1f} s up): "
+        return (f"{self.child} exited ({describe_exit(self.returncode)}) after {self.uptime_s:.1f} s up: "
                 f"restart #{self.attempt} in {self.delay_s:.1f} s")
 
 

@@ -39,7 +39,7 @@ def test_a_crashed_child_is_due_only_after_its_delay() -> None:
     clock.now += 10
     restart = sup.exited("text", -9)
     assert restart is not None and (restart.attempt, restart.delay_s, restart.uptime_s) == (1, 0.5, 10.0)
-    assert restart.describe() == "text (killed by signal SIGKILL after 10.0 s up): restart #1 in 0.5 s"
+    assert restart.describe() == "text exited (killed by signal SIGKILL) after 10.0 s up: restart #1 in 0.5 s"
     assert sup.due() == []
     clock.now += 0.49
     assert sup.due() == []
