@@ -19,6 +19,9 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services import __version__
 from services.common.config import ConfigError
+from services.common.contracts import ocr as ocr_contract
+from services.common.contracts import text as text_contract
+from services.common.contracts import vision as vision_contract
 from services.common.grpc_server import GrpcService
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments, host_port
 from services.common.logs import configure_logging
@@ -39,9 +42,10 @@ log = logging.getLogger("services.router")
 class Router:
     """The router's parts wired together: dispatchers, pipeline, servicer, gRPC server."""
 
-    OUTPUTS = {"text": ("TEXT", ("TOXICITY", "SPAM", "MATCHES")),
-               "vision": ("IMAGE", ("SEXUAL", "VIOLENCE", "DETAILS", "ERROR")),
-               "ocr": ("IMAGE", ("LINES", "ERROR"))}
+    #: Each modality's input tensor and the outputs the router reads, from its contract.
+    CONTRACTS = {"text": (text_contract.INPUT.name, text_contract.ROUTER_OUTPUTS),
+                 "vision": (vision_contract.INPUT.name, vision_contract.ROUTER_OUTPUTS),
+                 "ocr": (ocr_contract.INPUT.name, ocr_contract.ROUTER_OUTPUTS)}
 
     def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
         self.config = config
@@ -49,12 +53,12 @@ class Router:
         state = lifecycle.runtime.snapshot
         self.registry = new_registry("router", __version__)
         self.metrics = RouterMetrics(self.registry)
-        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.OUTPUTS[m][0],
-                                                  output_names=self.OUTPUTS[m][1],
+        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.CONTRACTS[m][0],
+                                                  output_names=self.CONTRACTS[m][1],
                                                   max_message_bytes=config.server.max_message_bytes,
                                                   qos_classes=state.tenants.qos_classes,
                                                   on_batch=self.metrics.record_batch)
-                            for m in self.OUTPUTS}
+                            for m in self.CONTRACTS}
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
