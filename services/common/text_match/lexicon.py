@@ -35,7 +35,7 @@ from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.scripts import is_word_char
 from services.common.text_match.zh_contact import contact_spans
 from services.common.text_match.zh_context import addressed
-from services.common.text_match.zh_pinyin import find_pinyin, term_syllables
+from services.common.text_match.zh_pinyin import StartIndex, find_pinyin, term_syllables
 from services.common.text_match.zh_segment import cuts_word, word_spans
 
 __all__ = ["CATEGORIES", "DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
@@ -228,8 +228,9 @@ class Lexicon:
                     continue
                 for entry in pattern.entries:
                     keep(entry, pattern.term, start, last + 1)
+        starts = StartIndex(haystack) if self._phonetic else None
         for syllables, entry in self._phonetic:
-            for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces):
+            for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
                 keep(entry, normalize(entry.term).text, start, end)
         if self._contact_rule:
             for first, last in contact_spans(text.original):
