@@ -102,8 +102,10 @@ class _View:
         if condition == "mention":
             return self._has("mention_frames", self.text.text[first:last])
         if condition == "negated":
+            # A negator just before the span, or inside a rule's match ("i would never hurt you").
             before = [self.text.text[a:b] for a, b in self.tokens if first <= a and b <= start][-_NEGATION_WINDOW:]
-            return any(self._has("negators", word) for word in before) or "n't" in self.text.text[max(first, start - 12):start]
+            before += [self.text.text[a:b] for a, b in self.tokens if start <= a and b <= end]
+            return any(self._has("negators", word) for word in before) or "n't" in self.text.text[max(first, start - 12):end]
         if condition == "game":
             return self.game
         if condition == "self":
@@ -192,6 +194,8 @@ def sentence_spans(value: str) -> list[tuple[int, int]]:
     for match in _SENTENCE_END.finditer(value):
         spans.append((start, match.start()))
         start = match.end()
+        while start < len(value) and value[start] == " ":
+            start += 1
     spans.append((start, len(value)))
     return spans
 
