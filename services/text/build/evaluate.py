@@ -114,7 +114,7 @@ def profile_predictors(repository: Path, *, batch: int = 64) -> dict[str, Predic
     def balanced(texts: Sequence[str]) -> list[set[str]]:
         chunks = run(fast_model, texts)
         flat = [(chunk, i) for chunk in chunks for i in range(len(chunk["TARGET"]))]
-        uncertain = [k for k, (chunk, i) in enumerate(flat) if _uncertain(chunk, i, SCORE_OUTPUTS)]
+        uncertain = [k for k, (chunk, i) in enumerate(flat) if _uncertain(chunk, i, tuple(SCORE_OUTPUTS))]
         out = [_fired(chunk, i) for chunk, i in flat]
         second = rows_of(run(semantic_model, [texts[k] for k in uncertain])) if uncertain else []
         for k, fired in zip(uncertain, second):

@@ -91,6 +91,8 @@ def fit_head(x_train: Any, y_train: np.ndarray, w_train: np.ndarray, x_dev: Any,
     """
     from sklearn.linear_model import LogisticRegression
 
+    if not c_grid:
+        raise ValueError("c_grid: needs at least one value of C")
     best: FittedHead | None = None
     for c in c_grid:
         model = LogisticRegression(C=c, class_weight="balanced", max_iter=3000, random_state=seed, solver="liblinear")
@@ -103,7 +105,8 @@ def fit_head(x_train: Any, y_train: np.ndarray, w_train: np.ndarray, x_dev: Any,
                           (a, b), threshold, f1)
         if best is None or f1 > best.dev_f1 + 1e-9:
             best = head
-    assert best is not None  # c_grid is never empty (a constant in this module)
+    if best is None:
+        raise ValueError("c_grid: no head was fitted")
     return best
 
 
