@@ -77,7 +77,7 @@ ALLOW_CASES = {
     "nude_colour": ("I bought nude heels", "nude photos of her"),
     "anal_retentive": ("he is so anal-retentive about his desk", "anal videos"),
     "rape_support": ("call the rape crisis line", "i will rape her"),
-    "shoot_you_message": ("I'll shoot you an email tomorrow", "I will shoot you"),
+    "shoot_you_message": ("I will shoot you an email tomorrow", "I will shoot you"),
     "sex_education": ("sex education starts in year six", "gay sex videos"),
     "bastard_sword": ("he swung a bastard sword", "you bastard"),
 }
