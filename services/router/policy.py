@@ -213,9 +213,12 @@ class PolicyDocument:
 class CompiledPolicy:
     """A validated policy plus what the request path needs prebuilt. Immutable; swap whole objects."""
 
+    #: The document the request path reads: as written, after the taxonomy-1 migration.
     document: PolicyDocument
     custom_lexicon: Lexicon | None
     content_hash: str
+    #: The document exactly as written and validated (versions, diffs and hashes use this); None = `document`.
+    written: PolicyDocument | None = None
 
     @property
     def name(self) -> str:
@@ -238,6 +241,7 @@ class CompiledPolicy:
 def compile_policy(document: PolicyDocument) -> CompiledPolicy:
     """Migrate a taxonomy-1 document (logged), build the custom blocklist automaton and the content hash
     (off the request path)."""
+    written = document
     categories, notes = migrate_categories(document.categories)
     for note in notes:
         log.info("policy %s@%s: %s", document.name, document.version, note)
@@ -247,8 +251,8 @@ def compile_policy(document: PolicyDocument) -> CompiledPolicy:
                             source=f"policy:{document.name}@{document.version}")
                for name, rules in sorted(document.blocklist.custom.items()) for term in rules.terms]
     lexicon = Lexicon.build(entries) if entries else None
-    digest = hashlib.sha256(json.dumps(asdict(document), sort_keys=True, default=str).encode()).hexdigest()
-    return CompiledPolicy(document, lexicon, digest)
+    digest = hashlib.sha256(json.dumps(asdict(written), sort_keys=True, default=str).encode()).hexdigest()
+    return CompiledPolicy(document, lexicon, digest, written)
 
 
 def load_policy_file(path: Path) -> CompiledPolicy:
