@@ -185,7 +185,7 @@ class Pipeline:
                 for index, row in zip(again, better):
                     rows[index] = row
             await self._timed(second_stage, job.collected, self._guarded(second_stage, job.collected, second()))
-        job.collected.texts.extend(_text_finding(text, row) for text, row in zip(texts, rows))
+        job.collected.texts.extend(text_finding(text, row) for text, row in zip(texts, rows))
 
     async def _text_rows(self, dispatcher: ModalityDispatcher, texts: Sequence[MatchableText], job: _Job) -> list[text_contract.TextRow]:
         """`dispatcher`'s typed rows for `texts` (its models noted under its name)."""
@@ -226,8 +226,8 @@ class Pipeline:
             collected.matchable.extend(readable)
 
 
-def _text_finding(text: MatchableText, row: text_contract.TextRow) -> TextFinding:
-    """The finding of one text part or OCR line from its typed row."""
+def text_finding(text: MatchableText, row: text_contract.TextRow) -> TextFinding:
+    """The finding of one text part or OCR line from its typed row (also used by bench/quality.py)."""
     part_index, content, line = text
     # Every default-lexicon hit is kept; `evaluate` drops them for a policy that does not use it. A rule
     # hit (source `rule:<id>`) is the model's own signal, not the lexicon's: it is kept under its rule.
