@@ -51,7 +51,7 @@ def test_hard_negative_fpr_ignores_categories_in_the_rows_labels() -> None:
 
 
 def test_corpus_reader_filters_the_split_and_names_a_missing_language(tmp_path: Path) -> None:
-    rows = [{"id": f"en-f-t{i}-0", "lang": "en", "text": f"text {i}", "labels": [], "functionality": "f",
+    rows: list[dict[str, object]] = [{"id": f"en-f-t{i}-0", "lang": "en", "text": f"text {i}", "labels": [], "functionality": "f",
              "template": f"t{i}", "split": split, "hard_negative": False, "evasion": None, "source": "s", "licence": "l"}
             for i, split in enumerate(("train", "test", "test"))]
     (tmp_path / "en.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
