@@ -17,6 +17,7 @@ Template file format (YAML; validated on load by `corpus_spec.load_spec`, errors
       name: [Alex, Priya, ...]
     functionalities:
       - name: threat_direct       # [a-z0-9_]; goes into row ids
+        description: explicit threat of violence   # optional; shown in --table
         labels: [violence]        # categories that SHOULD fire; [] = benign. A template may override.
         hard_negative: false      # benign rows designed to look harmful (labels [] or [profanity])
         evasion: null             # obfuscation family of hand-written evasions; a template may override
@@ -37,8 +38,8 @@ Template file format (YAML; validated on load by `corpus_spec.load_spec`, errors
 Splits are assigned per TEMPLATE, never per row: within each functionality the templates are
 ordered by a hash of their id and the first ~20% go to test, the next ~20% to dev, the rest to train
 (at least one of each when a functionality has 3 or more templates). A derived template takes the
-split of the template it was made from. Filler lists of 8 or more values are split too: about a
-quarter of the values (chosen by hash) are used only by test templates, so the test split measures
+split of the template it was made from. Filler lists of 8 or more values are split too: a quarter
+of the values (the lowest hashes) are used only by test templates, so the test split measures
 words the training data never showed. Rows whose text (case-folded, spaces collapsed) already
 appeared are dropped, so no text is in two splits; the same text with different labels is an error.
 """
@@ -67,7 +68,7 @@ SPLITS = ("train", "dev", "test")
 SPLIT_SHARE = {"test": 0.2, "dev": 0.2}
 #: Filler lists at least this long hold out a share of their values for test templates.
 HOLDOUT_MIN_VALUES = 8
-TEST_FILLER_PERCENT = 25
+TEST_FILLER_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,8 @@ def filler_pools(lang: str, fillers: Mapping[str, Sequence[str]]) -> dict[str, d
             for split in SPLITS:
                 pools[split][slot] = tuple(values)
             continue
-        rank = {v: _hash(f"{lang}:filler:{v.casefold()}") for v in values}
-        held = {v for v in values if rank[v] % 100 < TEST_FILLER_PERCENT} or {min(values, key=rank.__getitem__)}
+        ranked = sorted(values, key=lambda v: (_hash(f"{lang}:filler:{v.casefold()}"), v))
+        held = set(ranked[:round(len(values) * TEST_FILLER_SHARE)])
         pools["test"][slot] = tuple(v for v in values if v in held)
         pools["train"][slot] = pools["dev"][slot] = tuple(v for v in values if v not in held)
     return pools
@@ -247,21 +248,23 @@ def render(rows: Sequence[Row]) -> str:
     return "".join(json.dumps(r.as_json(), ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
 
 
-def summary_table(rows: Sequence[Row]) -> str:
+def summary_table(rows: Sequence[Row], descriptions: Mapping[str, str] | None = None) -> str:
     """Markdown tables: rows per category and split, then templates / rows per functionality and split."""
+    descriptions = descriptions or {}
     lines = ["| category | train | dev | test |", "|---|---|---|---|"]
     for label in (*TEXT_CATEGORIES, "(hard negatives)"):
         counts = Counter(r.split for r in rows
                          if (label in r.labels if label in TEXT_CATEGORIES else r.hard_negative))
         lines.append(f"| {label} | " + " | ".join(str(counts[s]) for s in SPLITS) + " |")
-    lines += ["", "| functionality | labels | hard neg. | templates train/dev/test | rows train/dev/test |",
-              "|---|---|---|---|---|"]
+    lines += ["", "| functionality | what it tests | labels | hard neg. | templates train/dev/test | rows train/dev/test |",
+              "|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r.functionality for r in rows):
         mine = [r for r in rows if r.functionality == name]
         labels = sorted({label for r in mine for label in r.labels})
         templates = {s: len({r.template for r in mine if r.split == s}) for s in SPLITS}
         counts = Counter(r.split for r in mine)
-        lines.append(f"| {name} | {', '.join(labels) or '-'} | {'yes' if mine[0].hard_negative else 'no'} | "
+        what = descriptions.get(name, "").replace("|", "/")
+        lines.append(f"| {name} | {what} | {', '.join(labels) or '-'} | {'yes' if mine[0].hard_negative else 'no'} | "
                      + "/".join(str(templates[s]) for s in SPLITS) + " | "
                      + "/".join(str(counts[s]) for s in SPLITS) + " |")
     lines.append(f"\nTotal: {len(rows)} rows, {len({r.template for r in rows})} templates.")
@@ -288,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(render(rows), encoding="utf-8")
         print(f"wrote {len(rows)} rows to {args.out}", file=sys.stderr)
     if args.table:
-        sys.stdout.write(summary_table(rows))
+        sys.stdout.write(summary_table(rows, {f.name: f.description for f in spec.functionalities}))
     return 0
 
 

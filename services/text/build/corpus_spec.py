@@ -64,6 +64,7 @@ class Derive:
 @dataclass(frozen=True)
 class Functionality:
     name: str
+    description: str
     hard_negative: bool
     max_rows: int
     templates: tuple[Template, ...]
@@ -161,7 +162,7 @@ class _Reader:
     def functionality(self, value: Any, key: str, fillers: Mapping[str, tuple[str, ...]],
                       default_rows: int) -> Functionality:
         item = self.mapping(value, key)
-        unknown = set(item) - {"name", "labels", "hard_negative", "evasion", "max_rows", "templates", "derive"}
+        unknown = set(item) - {"name", "description", "labels", "hard_negative", "evasion", "max_rows", "templates", "derive"}
         if unknown:
             raise self.fail(key, f"unknown keys {sorted(unknown)}")
         name = self.string(item.get("name"), f"{key}.name")
@@ -180,7 +181,10 @@ class _Reader:
         derive = self.derive(item["derive"], f"{key}.derive") if "derive" in item else None
         if not templates and derive is None:
             raise self.fail(key, "needs templates or a derive block")
-        return Functionality(name, hard_negative, self.max_rows(item.get("max_rows", default_rows), f"{key}.max_rows"),
+        description = item.get("description", "")
+        if not isinstance(description, str):
+            raise self.fail(f"{key}.description", f"expected a string, got {description!r}")
+        return Functionality(name, description.strip(), hard_negative, self.max_rows(item.get("max_rows", default_rows), f"{key}.max_rows"),
                              templates, derive)
 
     def template(self, value: Any, key: str, labels: tuple[str, ...] | None, evasion: str | None,
