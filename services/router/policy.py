@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Mapping
 
-from services.common.config import ConfigError, load_dataclass, read_yaml
+from services.common.config import ConfigError, FieldError, load_dataclass, read_yaml
 from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX
 from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.router.policy_migration import migrate_categories
@@ -206,7 +206,8 @@ class PolicyDocument:
             raise ValueError("version must not be empty")
         unknown = [c for c in self.categories if c not in CATEGORIES]
         if unknown:
-            raise ValueError(f"categories.{unknown[0]} is not a taxonomy category; expected one of {sorted(CATEGORIES)}")
+            raise FieldError(f"categories.{unknown[0]}", f"not a taxonomy category; expected one of {sorted(CATEGORIES)} "
+                                                         f"(docs/taxonomy.md)")
 
 
 @dataclass(frozen=True)

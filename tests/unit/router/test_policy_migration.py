@@ -64,7 +64,7 @@ def test_stored_version_hash_and_diff_use_the_document_as_written() -> None:
      "policy/p: categories.profanity: block (0.9) is set but max_action is 'review'"),
     ("categories: {profanity: {max_action: warn}}\n",
      "policy/p: categories.profanity.max_action: must be one of ['allow', 'review', 'block'], got 'warn'"),
-    ("categories: {toxicity: {review: 0.5}}\n", "policy/p: <top level>: categories.toxicity is not a taxonomy category"),
+    ("categories: {toxicity: {review: 0.5}}\n", "policy/p: categories.toxicity: not a taxonomy category"),
 ])
 def test_new_keys_are_validated_naming_the_key(body: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
