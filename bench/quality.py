@@ -216,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": " ".join(["python -m bench.quality", *(argv if argv is not None else sys.argv[1:])]),
         "split": args.split, "langs": langs, "policy": f"{policy.name}@{policy.version}",
         "balanced_band": {"low": policy.document.balanced.low, "high": policy.document.balanced.high,
-                          "escalate_targeted": policy.document.balanced.escalate_targeted},
+                          "escalate_targeted": policy.document.balanced.escalate_targeted,
+                          "target_floor": policy.document.balanced.target_floor},
         "profiles": results, "pareto": {lang: pareto(results, lang) for lang in langs},
         "targets": targets(results) if "en" in langs and args.split == "test" else [],
     }

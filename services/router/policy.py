@@ -99,15 +99,17 @@ class BalancedRouting:
 
     A text goes on to `text_semantic` when its fast score in a category the policy acts on lies in
     `[low, high)` (uncertain), or, with `escalate_targeted`, when it addresses a person or names a
-    protected group (TARGET 1).
+    protected group (TARGET 1) and its highest acting score is at least `target_floor` (0 = every
+    targeted text; raise it to spend the semantic model only on targeted texts with some signal).
     """
 
     low: float = 0.2
     high: float = 0.8
     escalate_targeted: bool = True
+    target_floor: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("low", "high"):
+        for name in ("low", "high", "target_floor"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")

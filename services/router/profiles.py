@@ -43,9 +43,10 @@ def needs_second_opinion(row: TextRow, routing: BalancedRouting, acting: Abstrac
     `acting` are the categories whose score can change the policy's decision; an uncertain score in a
     category the policy ignores costs no semantic call.
     """
-    if routing.escalate_targeted and row.target:
+    scores = [score for category, score in row.scores.items() if category in acting]
+    if routing.escalate_targeted and row.target and max(scores, default=0.0) >= routing.target_floor:
         return True
-    return any(routing.low <= score < routing.high for category, score in row.scores.items() if category in acting)
+    return any(routing.low <= score < routing.high for score in scores)
 
 
 def escalated(profile: Profile, rows: Sequence[TextRow], routing: BalancedRouting, acting: AbstractSet[str]) -> list[int]:

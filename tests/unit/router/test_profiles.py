@@ -51,3 +51,9 @@ def test_only_balanced_escalates() -> None:
 def test_an_empty_band_escalates_targets_only() -> None:
     rows = [row(harassment=0.5), row(target=True)]
     assert escalated("balanced", rows, BalancedRouting(low=0.5, high=0.5), ACTING) == [1]
+
+
+def test_target_floor_skips_targeted_texts_without_any_signal() -> None:
+    routing = BalancedRouting(low=0.2, high=0.8, escalate_targeted=True, target_floor=0.05)
+    assert not needs_second_opinion(row(target=True), routing, ACTING)
+    assert needs_second_opinion(row(target=True, hate=0.06), routing, ACTING)
