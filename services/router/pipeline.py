@@ -64,16 +64,20 @@ class _Collected:
     models: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Job:
-    """What every stage of one item needs."""
+    """What every stage of one item needs (one per item; `semantic_skipped` is set once)."""
 
     policy: CompiledPolicy
     deadline: float
     requester: Requester
     collected: _Collected
-    #: The profile the texts of this item get (the policy's, or `fast` when `text_semantic` is skipped).
+    #: The profile the texts of this item get (the policy's, or `fast` without a semantic model).
     profile: Profile = "balanced"
+    #: Stages the tenant lets the router skip under overload.
+    skippable: Sequence[str] = ()
+    #: Whether `text_semantic` is skipped for this item under overload (decided once, when first needed).
+    semantic_skipped: bool | None = None
 
 
 class Pipeline:
@@ -95,7 +99,8 @@ class Pipeline:
         Stages in `skippable` are skipped when their upstream is overloaded. With `shadow`, the same
         signals are also judged under that policy (`Outcome.shadow`)."""
         collected = _Collected()
-        job = _Job(policy, deadline, requester, collected, self._profile(policy, requester, skippable, collected))
+        profile: Profile = "fast" if self.text_semantic is None else policy.profile
+        job = _Job(policy, deadline, requester, collected, profile, skippable)
         stages: list[Callable[[], Coroutine[Any, Any, None]]] = []
         if item.texts:
             stages.append(lambda: self._timed("text", collected, self._text_parts(item, job)))
@@ -119,20 +124,22 @@ class Pipeline:
                 for m in collected.models.get(stage) or self.models.get(stage, [])]
         return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
 
-    def _profile(self, policy: CompiledPolicy, requester: Requester, skippable: Sequence[str],
-                 collected: _Collected) -> Profile:
-        """The policy's profile, or `fast` without a semantic model or when it is skipped under overload."""
-        if policy.profile == "fast" or self.text_semantic is None:
-            return "fast"
-        if self._skip("text_semantic", self.text_semantic, requester, skippable, collected):
-            return "fast"
-        return policy.profile
+    def _semantic_for(self, job: _Job) -> ModalityDispatcher | None:
+        """The semantic dispatcher, or None when there is none or it is skipped for this item under
+        overload (the tenant lists `text_semantic` in `degrade`; reported once as a skipped stage)."""
+        semantic = self.text_semantic
+        if semantic is None:
+            return None
+        if job.semantic_skipped is None:
+            job.semantic_skipped = self._skip("text_semantic", semantic, job.requester, job.skippable, job.collected)
+        return None if job.semantic_skipped else semantic
 
     def _text_models(self, job: _Job) -> tuple[str, ...]:
         """The text dispatchers whose models answered for this item ("text" = text_moderation)."""
-        if job.profile == "accurate":
+        answered = job.collected.models
+        if job.profile == "accurate" and not job.semantic_skipped:
             return ("text_semantic",)
-        return ("text", "text_semantic") if "text_semantic" in job.collected.models else ("text",)
+        return ("text", "text_semantic") if "text_semantic" in answered else ("text",)
 
     @staticmethod
     def _skip(stage: str, dispatcher: ModalityDispatcher, requester: Requester, skippable: Sequence[str],
@@ -172,11 +179,11 @@ class Pipeline:
     async def _score_texts(self, texts: list[MatchableText], job: _Job, stage: str = "text") -> None:
         """Score `texts` by the job's profile and add their findings. `stage` ("text" or "ocr_text") names
         the first pass; a failed balanced second pass is the stage `<stage>_semantic`."""
-        first = self.text_semantic if job.profile == "accurate" and self.text_semantic is not None else self.text
+        first = (self._semantic_for(job) if job.profile == "accurate" else None) or self.text
         rows = await self._text_rows(first, texts, job)
         policy = job.policy
         again = escalated(job.profile, rows, policy.document.balanced, policy.acting_categories)
-        semantic = self.text_semantic
+        semantic = self._semantic_for(job) if again else None
         if again and semantic is not None:
             second_stage = f"{stage}_semantic"
 

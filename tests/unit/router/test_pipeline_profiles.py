@@ -106,3 +106,13 @@ async def test_semantic_skipped_under_overload_when_the_tenant_allows_it() -> No
     verdict = (await run("accurate", fast, semantic, skippable=("text_semantic",))).verdict
     assert len(fast.seen) == 4 and semantic.seen == []
     assert [(d.stage, d.handling) for d in verdict.degradations] == [("text_semantic", "skipped")]
+
+
+async def test_balanced_under_overload_skips_only_the_second_pass_and_only_when_needed() -> None:
+    fast, semantic = FakeTextModel("text"), FakeTextModel("text_semantic", busy=True)
+    verdict = (await run("balanced", fast, semantic, skippable=("text_semantic",))).verdict
+    assert semantic.seen == [] and [(d.stage, d.handling) for d in verdict.degradations] == [("text_semantic", "skipped")]
+    sure = ValidItem("j", (TextPart(0, "a=0.01"),))
+    outcome = await pipeline(fast, semantic).run(sure, policy("balanced"), time.monotonic() + 5, Requester("t"),
+                                                 skippable=("text_semantic",))
+    assert outcome.verdict.degradations == [] and outcome.verdict.decision == "allow"
