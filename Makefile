@@ -68,8 +68,8 @@ test: setup system-deps bcc-venv lint ## the whole test suite (what CI runs): my
 test-slow: setup system-deps bcc-venv ## load/soak tests only
 	$(PY) -m pytest -q -m slow
 
-accuracy: setup ## accuracy JSON on held-out data
-	$(PY) -m bench.accuracy
+accuracy: setup ## decision quality JSON per profile on the corpus test split (bench/quality.py), with the old held-out table
+	$(PY) -m bench.quality
 
 clean: ## remove generated files (venv kept)
 	rm -rf $(STUBS) $(REPO) .pytest_cache
