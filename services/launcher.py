@@ -9,6 +9,11 @@ serving. Only SIGINT / SIGTERM stop the mesh: the routers first, then the modali
 SIGTERM, given its `server.grace_period_s` (plus a margin) to drain, then SIGKILLed. A service that
 fails while the mesh is first starting (a bad config, a port in use) stops the launcher with exit code 1.
 
+CPU placement: each child starts on the CPUs and at the niceness its config's `placement` block
+says (services/common/placement.py; the shipped configs put the routers and the text service on the
+first CPU, vision and OCR niced on every CPU), logged as "<service> runs on CPUs [0], nice 0";
+`--no-placement` turns it off.
+
 Every child's command line says how it runs, ports and files included (`--listen`, `--metrics-listen`,
 the router's `--lane` and `--<modality>-url`, ...), and the launcher logs it: copy it to run one
 service by hand.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import shlex
@@ -45,7 +51,9 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common.config import ConfigError, load_dataclass
 from services.common.logs import configure_logging
+from services.common.placement import Placement, apply_placement, usable_cpus
 from services.common.service_config import ServerConfig
 from services.supervise import RestartPolicy, Supervisor, describe_exit
 
@@ -116,7 +124,9 @@ class Mesh:
     a store act as replicas of one configuration, so meshes started by tests and benchmarks must not
     share `var/`); else where router.yaml says (`var/`, for `make run`).
     `own_sessions`: each service in a session (process group) of its own, so a terminal's Ctrl-C
-    reaches only the launcher, which then stops them in order."""
+    reaches only the launcher, which then stops them in order.
+    `place`: start each process on the CPUs and at the niceness of its config's `placement` block
+    (`placement()`; services/common/placement.py)."""
 
     base_port: int = 8100
     config_dir: Path = ROOT / "config"
@@ -129,6 +139,8 @@ class Mesh:
     isolated_state: bool = True
     state_dir: Path | None = None
     own_sessions: bool = False
+    #: Apply each config's `placement` (CPUs, niceness) to its process; False = every process anywhere.
+    place: bool = True
     _temp_state: Path | None = field(default=None, init=False, repr=False)
     #: Every process, in port order (see `mesh_services`).
     services: tuple[str, ...] = field(default=(), init=False)
@@ -218,11 +230,35 @@ class Mesh:
         value = server.get("grace_period_s") if isinstance(server, dict) else None
         return float(value) if isinstance(value, (int, float)) else ServerConfig.grace_period_s
 
+    def placement(self, service: str) -> Placement:
+        """The `placement` block of the service's config file (CPUs, niceness; services/common/placement.py);
+        the default (anywhere, nice 0) without one, or when the mesh runs with `place=False`. A bad block
+        is a ConfigError naming the file and key."""
+        if not self.place:
+            return Placement()
+        path = self.config_dir / f"{self._module(service)}.yaml"
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        block = data.get("placement") if isinstance(data, dict) else None
+        if block is None:
+            return Placement()
+        try:
+            return load_dataclass(Placement, block, str(path), "placement")
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as error:
+            raise ConfigError(str(path), "placement", str(error)) from None
+
     def start_service(self, service: str) -> subprocess.Popen[bytes]:
-        """Start one service process (not waiting for it)."""
+        """Start one service process (not waiting for it), on the CPUs and at the niceness its config's
+        `placement` says (set in the child before exec: inherited by every thread it starts)."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.extra_env}
+        placement, usable = self.placement(service), usable_cpus()
+        place: Callable[[], None] | None = None
+        if placement != Placement():
+            log.info("%s runs on %s", service, placement.describe(usable))
+            place = functools.partial(apply_placement, placement, usable)
         process = subprocess.Popen(self.command(service), cwd=ROOT, env=env, stdout=self.output, stderr=self.output,
-                                   start_new_session=self.own_sessions)
+                                   start_new_session=self.own_sessions, preexec_fn=place)
         self.processes[service] = process
         return process
 
@@ -395,6 +431,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--restart-reset-s", type=float, default=defaults.reset_after_s,
                         help="a service up this long before it died is restarted after the initial wait again "
                              f"(default: {defaults.reset_after_s})")
+    parser.add_argument("--no-placement", action="store_true",
+                        help="ignore the configs' `placement` blocks: every service on every CPU at nice 0")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
 
@@ -414,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("launcher", "info", args.log_format)
     # `make run`: without --state-dir the policy store and audit log persist in var/.
     mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
-                isolated_state=False, state_dir=args.state_dir, own_sessions=True)
+                isolated_state=False, state_dir=args.state_dir, own_sessions=True, place=not args.no_placement)
     stop = False
 
     def stop_while_starting(signum: int, frame: object) -> None:

@@ -19,6 +19,7 @@ from typing import Mapping
 
 from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
+from services.common.placement import Placement
 from services.common.service_config import ServerConfig, server_from_env
 from services.router.control.admin_auth import AdminKey
 from services.router.control.canary import RollbackBounds
@@ -121,6 +122,9 @@ class RouterConfig:
     lanes: tuple[Lane, ...] = ()
     #: The lane this process serves (set by `load_router_config` from --lane); None without lanes.
     lane: Lane | None = None
+    #: Where every router process runs (CPUs, niceness; services/common/placement.py), applied by the
+    #: launcher; a lane's own `nice` is added by the router itself at start.
+    placement: Placement = field(default_factory=Placement)
 
     def __post_init__(self) -> None:
         validate_lanes(self.lanes)

@@ -132,6 +132,9 @@ class ModalityDispatcher:
         except InferenceServerException:
             return []
         config = response.config
+        warm = config.parameters.get("warmup")
+        if warm is not None and not self.scheduler.cost.seeded:
+            self.scheduler.cost.seed(*parse_warmup(warm.string_value))
         versions = [(config.name, upstream.model_version or "1")]
         for key, value in sorted(config.parameters.items()):
             if key.startswith("file:"):
@@ -165,6 +168,21 @@ class ModalityDispatcher:
                 raise UpstreamError(f"{self.modality} service returned a malformed {name!r} output")
         models = np.array([models_json(result.get_response())], dtype=np.object_)
         return [{**{name: array[i] for name, array in arrays.items()}, MODELS_OUTPUT: models} for i in range(len(batch))]
+
+
+def parse_warmup(value: str) -> tuple[int, float]:
+    """(items, seconds) from our services' ModelConfig `warmup` parameter ("items=1 seconds=0.160"; a
+    warm run of the model's warm-up, seeding the scheduler's batch cost); (0, 0.0) when malformed.
+
+    Example::
+
+        parse_warmup("items=17 seconds=0.512")   # (17, 0.512)
+    """
+    fields = dict(part.split("=", 1) for part in value.split() if "=" in part)
+    try:
+        return int(fields["items"]), float(fields["seconds"])
+    except (KeyError, ValueError):
+        return 0, 0.0
 
 
 def models_json(response: Any) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from services.common.config import load_yaml_file
+from services.common.placement import Placement
 from services.common.service_config import ENV_MODEL_REPOSITORY, ServerConfig, server_from_env
 from services.common.serving.batcher import BatchingConfig
 from services.common.serving.onnx_session import SessionOptions
@@ -32,13 +33,15 @@ class OrtConfig:
 
 @dataclass(frozen=True)
 class ModalityServiceConfig:
-    """One modality service: where it listens, where models are, threads and batching."""
+    """One modality service: where it listens, where models are, threads, batching, and where its
+    process runs (`placement`: CPUs and niceness, applied by the launcher; services/common/placement.py)."""
 
     service: str
     server: ServerConfig = field(default_factory=ServerConfig)
     model_repository: str = "model_repository"
     onnxruntime: OrtConfig = field(default_factory=OrtConfig)
     batching: BatchingConfig = field(default_factory=BatchingConfig)
+    placement: Placement = field(default_factory=Placement)
 
     def __post_init__(self) -> None:
         if self.service not in ("text", "vision", "ocr"):

@@ -20,7 +20,7 @@ from tritonclient.grpc import service_pb2_grpc
 from services import __version__
 from services.common.grpc_server import GrpcService
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments
-from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, warm_up
+from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, measure_warm, warm_up
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.serving.model_metrics import ModelMetrics
@@ -108,9 +108,14 @@ def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, servi
 async def _serve(config: ModalityServiceConfig, factory: ModelFactory) -> None:
     models = list(factory(config))
     seconds = warm_up(models)
-    log.info("loaded and warmed %s in %.2fs (intra_op_threads=%d)", ", ".join(m.name for m in models), seconds,
-             config.onnxruntime.intra_op_threads)
-    service, _ = build_service(config, models, factory=factory)
+    # Warm now: what a batch costs, reported to routers (ModelConfig `warmup`) to seed their batch cost.
+    warm = {model.name: cost for model in models if (cost := measure_warm(model)) is not None}
+    log.info("loaded and warmed %s in %.2fs (intra_op_threads=%d); warm: %s", ", ".join(m.name for m in models),
+             seconds, config.onnxruntime.intra_op_threads,
+             ", ".join(f"{name} {items} items in {s * 1000:.1f} ms" for name, (items, s) in warm.items()) or "-")
+    service, servicer = build_service(config, models, factory=factory)
+    for name, cost in warm.items():
+        servicer.runners[name].warm_cost = cost
     await service.start()
     await service.serve_until_signal()
 

@@ -100,13 +100,37 @@ async def test_higher_class_goes_first() -> None:
 async def test_early_shedding_uses_the_learned_batch_cost() -> None:
     clock = FakeClock()
     model = GatedModel(clock, duration=0.1)
-    scheduler = make(clock, model, max_batch_size=4, max_delay_ms=0)
+    scheduler = make(clock, model, max_batch_size=4, max_delay_ms=0, max_concurrency=1)
     for size in (1, 2, 4, 1, 3):  # teach the cost model: ~0.1 s per batch
         await scheduler.submit(Requester("a"), list(range(size)), deadline=clock.now + 10)
+    model.release.clear()
+    busy = asyncio.create_task(scheduler.submit(Requester("a"), ["busy"], deadline=clock.now + 10))
+    await settle()  # the only batch slot is taken: a new item waits ~0.1 s, then takes ~0.1 s
     with pytest.raises(DeadlineExceededError, match="shed early"):
-        await scheduler.submit(Requester("a"), ["late"], deadline=clock.now + 0.05)
+        await scheduler.submit(Requester("a"), ["late"], deadline=clock.now + 0.15)
     assert scheduler.shed_count == 1
-    assert len(model.batches) == 5  # the shed item never reached the model
+    model.release.set()
+    await busy
+    assert len(model.batches) == 6  # the shed item never reached the model
+    await scheduler.close()
+
+
+async def test_never_sheds_early_when_the_upstream_has_room() -> None:
+    # A cost estimate of 0.1 s and 0.05 s left: with nothing queued and a batch slot free the item
+    # is sent anyway (the estimate may be cold or stale; the upstream is idle).
+    clock = FakeClock()
+    model = GatedModel(clock, duration=0.1)
+    scheduler = make(clock, model, max_batch_size=4, max_delay_ms=0, max_concurrency=2)
+    for size in (1, 2, 4, 1, 3):
+        await scheduler.submit(Requester("a"), list(range(size)), deadline=clock.now + 10)
+    model.release.clear()
+    busy = asyncio.create_task(scheduler.submit(Requester("a"), ["busy"], deadline=clock.now + 10))
+    await settle()  # one batch running, the second slot free
+    assert scheduler.expected_wait_s(Requester("b")) == pytest.approx(0.1, rel=0.2)  # its own batch only
+    model.release.set()
+    assert await scheduler.submit(Requester("b"), ["x"], deadline=clock.now + 10) == ["b:x"]
+    await busy
+    assert scheduler.shed_count == 0
     await scheduler.close()
 
 
