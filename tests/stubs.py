@@ -1,11 +1,14 @@
-"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper."""
+"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper, and the
+batching fakes (a fake clock, a gated run_batch, `settle`)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import urllib.request
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Mapping, Sequence
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 from opentelemetry.sdk.trace import ReadableSpan
@@ -15,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.common.contracts.tensors import TensorSpec
 from services.common.serving.model_api import ModelFile
 from services.common.tracing.telemetry import install_tracing, shutdown_tracing
+
+V = TypeVar("V")
 
 
 class InMemoryTracing:
@@ -90,3 +95,51 @@ def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, tuple[tuple[st
 def sample(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
     """The value of one sample (0.0 when absent, as for a counter not yet incremented)."""
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+# --- Batching fakes (the batch loop's contract tests, the batcher's and the scheduler's) ----------------
+
+
+@dataclass
+class FakeClock:
+    """A monotonic clock that moves only when told to (`advance`, or set `now`)."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class GatedBatchRun(Generic[V]):
+    """A `run_batch` that records each batch's values, then waits for `release` (set at first) and
+    'takes' `duration` on the fake clock; each result is `value * 10` (an int) or `str(value)`.
+    `value_of` reads the value from what the batching front end hands over (a Job's payload, say).
+
+    Example::
+
+        run = GatedBatchRun(clock, value_of=lambda job: job.payload)
+        run.release.clear()         # batches now wait inside run_batch until release.set()
+    """
+
+    def __init__(self, clock: FakeClock, *, value_of: Callable[[Any], V], duration: float = 0.01) -> None:
+        self.clock, self.duration, self.value_of = clock, duration, value_of
+        self.batches: list[list[V]] = []
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def __call__(self, entries: Sequence[Any]) -> list[Any]:
+        values = [self.value_of(entry) for entry in entries]
+        self.batches.append(values)
+        await self.release.wait()
+        await asyncio.sleep(0)  # a batch takes at least one step of the event loop, as a real one does
+        self.clock.advance(self.duration)
+        return [value * 10 if isinstance(value, int) else str(value) for value in values]
+
+
+async def settle(rounds: int = 8) -> None:
+    """Let every ready task run a few steps (no time passes; the batching tests' only way to wait)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
