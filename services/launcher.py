@@ -11,6 +11,13 @@ after the modality services (the shipped config: `router-bulk` on 8104).
 
 Each service also serves Prometheus metrics on `metrics_base_port` + the same offset (router 9100,
 text 9101, vision 9102, ocr 9103, router-bulk 9104 by default), or none with `--metrics-base-port 0`.
+The router's PolicyAdmin API has a port of its own (`--admin-port`, default 8105; served by the first
+lane's process).
+
+Internal authentication: the launcher makes a random shared secret and admin secret once per process
+(`MESH_SECRET`, `MESH_ADMIN_SECRET`, never printed) and gives them to the services in the environment
+(services/common/internal_auth.py): the router sends the secret on its upstream calls; model
+load/unload needs the admin secret. `make run` also writes them to var/secrets/ (0600) for an operator.
 
 Used by `make run`, and by the integration tests (`Mesh`).
 """
@@ -21,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -36,9 +44,15 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common.internal_auth import ADMIN_SECRET_HEADER, SECRET_HEADER
+
 MODALITIES = ("text", "vision", "ocr")
 ROOT = Path(__file__).resolve().parents[1]
 ROUTER = "router"
+#: One pair per launcher process, so every `Mesh` it starts (tests start several) shares them.
+MESH_SECRET = secrets.token_urlsafe(32)
+MESH_ADMIN_SECRET = secrets.token_urlsafe(32)
+DEFAULT_ADMIN_PORT = 8105
 
 
 def router_lanes(config_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -57,8 +71,8 @@ def mesh_services(config_dir: Path = ROOT / "config") -> tuple[str, ...]:
 
 def free_base_port(count: int = 0) -> int:
     """A port such that it and the next `count - 1` are free on loopback right now (for a `Mesh`);
-    `count` 0 = one per process of the shipped mesh (`mesh_services()`)."""
-    count = count or len(mesh_services())
+    `count` 0 = one per process of the shipped mesh (`mesh_services()`) and one for the admin port."""
+    count = count or len(mesh_services()) + 1
     for _ in range(200):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -82,7 +96,8 @@ class Mesh:
     `output` (e.g. subprocess.DEVNULL) replaces the services' stdout and stderr.
     `isolated_state` (default): the router's policy store and audit log live in a temporary folder of
     this mesh, removed by `stop` — routers sharing a store act as replicas of one configuration, so
-    meshes started by tests and benchmarks must not share `var/`; `make run` keeps them in `var/`."""
+    meshes started by tests and benchmarks must not share `var/`; `make run` keeps them in `var/`.
+    `admin_port`: the router's PolicyAdmin port (0 = a free loopback port, picked at construction)."""
 
     base_port: int = 8100
     config_dir: Path = ROOT / "config"
@@ -93,6 +108,7 @@ class Mesh:
     metrics_base_port: int = 0
     output: int | None = None
     isolated_state: bool = True
+    admin_port: int = 0
     _state_dir: Path | None = field(default=None, init=False, repr=False)
     #: Every process, in port order (see `mesh_services`).
     services: tuple[str, ...] = field(default=(), init=False)
@@ -105,6 +121,19 @@ class Mesh:
         self._lane_classes = router_lanes(self.config_dir)
         names = list(self._lane_classes)
         self.lanes = {ROUTER: names[0] if names else "", **{f"{ROUTER}-{lane}": lane for lane in names[1:]}}
+        if not self.admin_port:
+            self.admin_port = free_base_port(1)
+
+    @property
+    def admin_address(self) -> str:
+        """Where the router serves the PolicyAdmin API."""
+        return f"{self.host}:{self.admin_port}"
+
+    @staticmethod
+    def internal_metadata(admin: bool = False) -> list[tuple[str, str]]:
+        """Call metadata that authenticates to the modality services' KServe ports (`admin`: for
+        RepositoryModelLoad / Unload)."""
+        return [(ADMIN_SECRET_HEADER, MESH_ADMIN_SECRET)] if admin else [(SECRET_HEADER, MESH_SECRET)]
 
     def router_for(self, qos_class: str) -> str:
         """The router service (lane) that serves tenants of `qos_class` (`router` without lanes)."""
@@ -136,8 +165,11 @@ class Mesh:
     def _env(self, service: str) -> dict[str, str]:
         metrics = f"{self.host}:{self.metrics_port(service)}" if self.metrics_base_port else "off"
         env = {**os.environ, "AUDITMESH_LISTEN": self.address(service), "AUDITMESH_METRICS_LISTEN": metrics,
-               "PYTHONUNBUFFERED": "1"}
+               "PYTHONUNBUFFERED": "1", "AUDITMESH_INTERNAL_SECRET": MESH_SECRET}
+        if service in MODALITIES:
+            env["AUDITMESH_INTERNAL_ADMIN_SECRET"] = MESH_ADMIN_SECRET
         if service in self.lanes:
+            env["AUDITMESH_ADMIN_LISTEN"] = self.admin_address if service == ROUTER else "off"
             if self.lanes[service]:
                 env["AUDITMESH_LANE"] = self.lanes[service]
             env.update({f"AUDITMESH_{m.upper()}_URL": self.address(m) for m in MODALITIES})
@@ -226,14 +258,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "on the ports after them (default: 8100)")
     parser.add_argument("--metrics-base-port", type=int, default=9100,
                         help="router /metrics port; the others follow in the same order; 0 = none (default: 9100)")
+    parser.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT,
+                        help=f"the router's PolicyAdmin port, apart from the public one (default: {DEFAULT_ADMIN_PORT})")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
+
+
+def write_secrets(folder: Path) -> None:
+    """The mesh's internal secrets as files only their owner can read (for an operator's KServe calls)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in (("internal.secret", MESH_SECRET), ("internal-admin.secret", MESH_ADMIN_SECRET)):
+        path = folder / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(value + "\n")
+        os.chmod(path, 0o600)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
-                isolated_state=False)  # `make run`: the policy store and audit log persist in var/
+                isolated_state=False, admin_port=args.admin_port)  # `make run`: the policy store and audit log persist in var/
+    write_secrets(ROOT / "var" / "secrets")
     stop = False
 
     def request_stop(signum: int, frame: object) -> None:
@@ -251,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nauditmesh is serving: router on {mesh.address('router')} "
               f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
               f"{'Router lanes (each tenant calls the lane of its QoS class):' + chr(10) + lanes if lanes else ''}{metrics}"
+              f"PolicyAdmin API on {mesh.admin_address}; the modality services' internal secrets are in var/secrets/.\n"
               f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
               f"--text 'hello there'\nCtrl-C stops it.\n", flush=True)
         while not stop:

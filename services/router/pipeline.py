@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from services.common.errors import InvalidRequestError
-from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, UpstreamError, models_of
+from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
 from services.router.fusion import BlockMatch, ImageFinding, OcrLineFinding, Signals, StageFailure, TextFinding, Verdict
 from services.router.policy import CompiledPolicy
@@ -130,7 +130,7 @@ class Pipeline:
             await work
             return True
         except UpstreamError as error:
-            collected.failures.append(StageFailure(stage, str(error)))
+            collected.failures.append(StageFailure(stage, str(error), unloaded=isinstance(error, ModelUnloadedError)))
             return False
 
     async def _text_parts(self, item: ValidItem, job: _Job) -> None:

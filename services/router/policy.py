@@ -7,14 +7,14 @@ request path only reads an immutable `CompiledPolicy`.
 Example (`config/policies/default.yaml`)::
 
     name: default
-    version: "2026-11-29.1"
+    version: "2026-12-01.1"
     categories:
       hate: {review: 0.5, block: 0.85}
     blocklist:
       actions: {low: review, medium: block, high: block}
       custom:
         brand_safety: {severity: high, terms: ["competitor-x"]}
-    failure: {text: closed, vision: open, ocr: open}
+    failure: {text: closed, vision: open, ocr: open, model_unloaded: closed}
     audit: {include_content: false}   # the audit log keeps no raw text unless this is true
 """
 
@@ -107,11 +107,17 @@ class BlocklistRules:
 
 @dataclass(frozen=True)
 class FailureModes:
-    """Per stage: `open` answers without it (degraded), `closed` answers REVIEW (degraded)."""
+    """Per stage: `open` answers without it (degraded), `closed` answers REVIEW (degraded).
+
+    `model_unloaded`: a stage whose service answers but does not serve the model (it was unloaded
+    through RepositoryModelUnload, or never loaded). `closed` (default): REVIEW, whatever the stage's
+    mode; `stage`: the stage's own mode. Either way the degradation's reason says "not loaded", and the
+    router's `auditmesh_degraded_total` counts it under reason `model_unloaded`."""
 
     text: FailureMode = "closed"
     vision: FailureMode = "open"
     ocr: FailureMode = "open"
+    model_unloaded: Literal["closed", "stage"] = "closed"
 
 
 @dataclass(frozen=True)

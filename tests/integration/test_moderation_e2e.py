@@ -35,7 +35,7 @@ def test_clean_text_is_allowed(stub: pb_grpc.ModerationServiceStub) -> None:
     response = moderate(stub, "Thanks for the lovely dinner last night, see you on Friday!")
     assert response.decision == pb.ALLOW, response
     assert not response.degraded
-    assert response.policy_name == "default" and response.policy_version == "2026-11-29.1"
+    assert response.policy_name == "default" and response.policy_version == "2026-12-01.1"
     assert {m.name for m in response.models} >= {"text_moderation", "toxicity_en", "spam_en"}
     assert {t.stage for t in response.timings} >= {"text", "fusion", "total"}
     assert category(response, "hate").score < 0.5
