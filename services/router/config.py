@@ -153,7 +153,7 @@ class RouterConfig:
 
     def __post_init__(self) -> None:
         _check_listen(self.admin_listen, "admin_listen")
-        if self.admin_listen and self.admin_listen == self.server.listen:
+        if self.admin_listen and self.admin_listen == self.server.listen and not self.admin_listen.endswith(":0"):
             raise ValueError("admin_listen must be a port of its own, not server.listen (the public port)")
         validate_lanes(self.lanes)
         if self.lane is not None and self.lane not in self.lanes:
