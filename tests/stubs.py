@@ -1,11 +1,13 @@
-"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper."""
+"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper, a KServe client
+that authenticates to the mesh's internal ports."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import urllib.request
 from types import TracebackType
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from opentelemetry.sdk.trace import ReadableSpan
@@ -89,3 +91,24 @@ def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, tuple[tuple[st
 def sample(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
     """The value of one sample (0.0 when absent, as for a counter not yet incremented)."""
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+class MeshTritonClient:
+    """tritonclient's (sync or aio) KServe client that sends the mesh's internal secret on every call
+    (`Mesh.internal_metadata()`: the modality ports need it, services/common/internal_auth.py).
+
+    Example::
+
+        client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
+        client.infer("text_moderation", [tensor])
+    """
+
+    def __init__(self, client: Any, metadata: Sequence[tuple[str, str]]) -> None:
+        self._client = client
+        self._headers = dict(metadata)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name == "close" or not callable(attribute):
+            return attribute
+        return functools.partial(attribute, headers=self._headers)

@@ -100,7 +100,7 @@ async def test_wrong_api_keys_are_throttled_without_refusing_valid_ones_first(ro
                 codes.append(error.code())
                 last = error
         assert codes == [grpc.StatusCode.UNAUTHENTICATED] * 4 + [grpc.StatusCode.RESOURCE_EXHAUSTED] * 3
-        status = rpc_status.from_call(last)  # type: ignore[arg-type]
+        status = rpc_status.from_call(last)
         assert status is not None
         info = error_details_pb2.RetryInfo()
         assert status.details[0].Unpack(info) and info.retry_delay.seconds > 0

@@ -124,10 +124,11 @@ async def test_wrong_secrets_are_throttled_with_retry_info_and_counted() -> None
             try:
                 await stub.ModelInfer(text_infer())
             except grpc.aio.AioRpcError as error:
-                status = rpc_status.from_call(error)  # type: ignore[arg-type]
+                status = rpc_status.from_call(error)
                 assert status is not None
                 info = error_details_pb2.RetryInfo()
                 assert status.details[0].Unpack(info) and info.retry_delay.seconds > 0
+        assert running.registry is not None
         value = running.registry.get_sample_value
         assert value("auditmesh_auth_failures_total", {"surface": "kserve"}) == 5
         assert value("auditmesh_auth_throttled_total", {"surface": "kserve"}) == 5  # 4 guesses + 1 anonymous call
