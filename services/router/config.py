@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Literal, Mapping
 
 from services.common.auth_throttle import ThrottleConfig
 from services.common.config import ConfigError, load_yaml_file
@@ -104,6 +104,8 @@ class LifecycleConfig:
     audit_path: str = "var/audit.sqlite"
     audit_retention_days: float = 30.0
     audit_flush_interval_s: float = 0.2
+    #: "zlib": records stored compressed (README "Audit log size"); "none": compact JSON text.
+    audit_compression: Literal["none", "zlib"] = "none"
     admin_keys: tuple[AdminKey, ...] = ()
     admin_keys_file: str = ""
     canary_bounds: RollbackBounds = field(default_factory=RollbackBounds)

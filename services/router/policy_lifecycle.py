@@ -71,7 +71,8 @@ class PolicyLifecycle:
         auth.check_disjoint((t.api_key_sha256 for t in snapshot.tenants.tenants.values()), "lifecycle.admin_keys")
         if not len(auth):
             log.warning("no admin keys configured (lifecycle.admin_keys): the PolicyAdmin API refuses every call")
-        audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0)
+        audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0,
+                           compression=settings.audit_compression)
         return cls(config, control, audit, auth)
 
     @property

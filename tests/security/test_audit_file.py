@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from services.router.control.audit import AuditInput, audit_record
+from services.router.control.audit import AuditInput, AuditRecord, audit_record
 from services.router.control.audit_store import AuditStore
 from services.router.control.store import SQLitePolicyStore
 from services.router.fusion import Verdict
@@ -41,3 +41,18 @@ def test_the_policy_store_is_owner_only_and_old_files_are_narrowed(tmp_path: Pat
     store.set_file_hash("x", "y")
     assert set(modes(tmp_path).values()) == {0o600}
     store.close()
+
+
+def test_compressed_records_read_back_and_mixed_files_work(tmp_path: Path) -> None:
+    policy = compile_policy(PolicyDocument(name="p", version="1"))
+
+    def record(item: str) -> AuditRecord:
+        return audit_record(AuditInput("t", "r", item, {"k": "v"}, [], policy, Verdict("allow"), []), now=time.time())
+    plain = AuditStore(tmp_path / "audit.sqlite")
+    plain.append(record("plain"))
+    plain.close()
+    compressed = AuditStore(tmp_path / "audit.sqlite", compression="zlib")
+    compressed.append(record("zipped"))
+    records, _ = compressed.query("t")
+    assert [(r.item_id, dict(r.metadata)) for r in records] == [("plain", {"k": "v"}), ("zipped", {"k": "v"})]
+    compressed.close()
