@@ -141,11 +141,6 @@ class VethBed:
         self.destroy()
 
 
-def tc_show(netns: str, *args: str) -> str:
-    """`tc -s <args>` inside `netns` (text: iproute2 6.1 prints no JSON for HTB classes)."""
-    return run(in_netns(netns, ["tc", "-s", *args]))
-
-
 @contextmanager
 def iperf3_servers(side: Side, ports: Sequence[int]) -> Iterator[None]:
     """iperf3 servers on `ports` in `side`'s namespace for the duration of the block."""

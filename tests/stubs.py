@@ -6,16 +6,25 @@ from __future__ import annotations
 import functools
 import threading
 import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
 from services.common.tracing.telemetry import install_tracing, shutdown_tracing
+from services.router.control.canary import RollbackBounds
+from services.router.control.control import PolicyControl
+from services.router.control.store import SQLitePolicyStore
+from services.router.tenants import hash_key
 
 
 class InMemoryTracing:
@@ -91,6 +100,88 @@ def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, tuple[tuple[st
 def sample(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
     """The value of one sample (0.0 when absent, as for a counter not yet incremented)."""
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+# --- Integration-test client helpers (tests/integration, tests/security): keys of the test tenants
+# (tests/integration/conftest.py writes their tenants file) and one-call helpers.
+KEY_A, KEY_B = "test-key-tenant-a", "test-key-tenant-b"
+KEY_CHAT, KEY_FLOOD, KEY_LIMITED = "test-key-chat", "test-key-flood", "test-key-limited"
+
+
+def item(*parts: str | bytes, item_id: str = "it-1") -> pb.Item:
+    message = pb.Item(id=item_id)
+    for part in parts:
+        if isinstance(part, str):
+            message.parts.add(text=part)
+        else:
+            message.parts.add(image=pb.Image(data=part))
+    return message
+
+
+def moderate(stub: pb_grpc.ModerationServiceStub, *parts: str | bytes, key: str = KEY_A, policy: str = "",
+             timeout: float = 30.0) -> pb.ModerateResponse:
+    return stub.Moderate(pb.ModerateRequest(request_id="r1", item=item(*parts), policy=policy),
+                         metadata=[("x-api-key", key)], timeout=timeout)
+
+
+# --- Policy lifecycle fakes (tests/unit/router, tests/unit/router/control): documents, a control over a
+# temporary store, a clock.
+def policy_yaml(name: str, version: str, *, hate_block: float = 0.9, terms: Sequence[str] = (),
+                include_content: bool = False, use_default: bool = True) -> str:
+    """A small valid policy document."""
+    custom = f"custom: {{watch: {{severity: high, terms: {list(terms)!r}}}}}" if terms else "custom: {}"
+    return (f"name: {name}\nversion: '{version}'\ncategories:\n  hate: {{review: 0.5, block: {hate_block}}}\n"
+            f"blocklist:\n  use_default_lexicon: {str(use_default).lower()}\n  {custom}\n"
+            f"audit: {{include_content: {str(include_content).lower()}}}\n")
+
+
+def tenants_yaml(tenants: Sequence[tuple[str, str, Sequence[str]]], version: str = "") -> str:
+    """A tenants document: (id, API key, policies) per tenant."""
+    lines = [f"version: '{version}'"] if version else []
+    lines.append("tenants:")
+    for tenant_id, key, policies in tenants:
+        lines.append(f"  - {{id: {tenant_id}, api_key_sha256: {hash_key(key)}, policies: {list(policies)!r}}}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class FakeClock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class ConfigFiles:
+    policies_dir: Path
+    tenants_file: Path
+
+    def write_policy(self, name: str, text: str) -> Path:
+        path = self.policies_dir / f"{name}.yaml"
+        path.write_text(text)
+        return path
+
+
+def config_files(tmp_path: Path) -> ConfigFiles:
+    """policies default@1 and strict@1; tenants a (default, strict) and b (strict)."""
+    files = ConfigFiles(tmp_path / "policies", tmp_path / "tenants.yaml")
+    files.policies_dir.mkdir()
+    files.write_policy("default", policy_yaml("default", "1"))
+    files.write_policy("strict", policy_yaml("strict", "1", hate_block=0.75, terms=["megacorp sucks"]))
+    files.tenants_file.write_text(tenants_yaml([("a", "key-a", ["default", "strict"]), ("b", "key-b", ["strict"])]))
+    return files
+
+
+def open_control(tmp_path: Path, bounds: RollbackBounds = RollbackBounds()) -> tuple[PolicyControl, ConfigFiles]:
+    """A PolicyControl over a fresh store, with `config_files` imported."""
+    files = config_files(tmp_path)
+    control = PolicyControl(SQLitePolicyStore(tmp_path / "store.sqlite"), default_bounds=bounds)
+    control.import_files(files.policies_dir, files.tenants_file)
+    return control, files
 
 
 class MeshTritonClient:

@@ -42,20 +42,8 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
              "SelfHarm", "self-harm, self-harm/intent, self-harm/instructions"),
 )}
 
-#: Categories fed by model scores: (modality, model output name) -> category.
-MODEL_OUTPUTS: dict[tuple[str, str], str] = {
-    ("text", "TOXICITY"): "hate",
-    ("text", "SPAM"): "spam",
-    ("vision", "SEXUAL"): "sexual",
-    ("vision", "VIOLENCE"): "violence",
-}
 
 
 def is_custom_category(category: str) -> bool:
     """True for a tenant blocklist category, `custom.<name>`."""
     return category.startswith(CUSTOM_PREFIX) and len(category) > len(CUSTOM_PREFIX)
-
-
-def is_known(category: str) -> bool:
-    """True for a taxonomy category or a `custom.<name>` blocklist category."""
-    return category in CATEGORIES or is_custom_category(category)

@@ -24,9 +24,11 @@ import asyncio
 import functools
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from opentelemetry.trace import SpanContext
 from tritonclient.grpc import InferInput, InferRequestedOutput
 from tritonclient.utils import InferenceServerException
 
@@ -36,7 +38,8 @@ from services.common.qos import DEFAULT_CLASSES, QosClass
 from services.common.tracing.spans import batch_span, current_span_context
 from services.router.config import Upstream
 from services.router.fair_queue import Job
-from services.router.scheduler import BatchRun, FairScheduler, Requester
+from services.common.batch_loop import BatchReport
+from services.router.scheduler import FairScheduler, Requester
 from services.router.upstream_client import UpstreamClient, UpstreamSecurity
 
 Row = dict[str, np.ndarray]
@@ -44,6 +47,12 @@ Row = dict[str, np.ndarray]
 MODELS_OUTPUT = "_models"
 #: The ModelInferResponse parameter our modality services fill with the same JSON.
 MODELS_PARAMETER = "models"
+#: Reconnect to a modality service that went away within half a second of it serving again. gRPC's
+#: default connection backoff starts at 1 s and grows 1.6x per failed attempt (up to 120 s, with 20 %
+#: jitter: grpc doc/connection-backoff.md), so a channel whose service was down for 6 s may try again
+#: only 4 s after the restarted service serves, and every item meanwhile is answered degraded. A
+#: refused connect to a service that is down costs next to nothing, so retry often.
+RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)]
 
 
 class UpstreamError(RuntimeError):
@@ -53,6 +62,15 @@ class UpstreamError(RuntimeError):
 class ModelUnloadedError(UpstreamError):
     """The modality service answers but does not serve the model (NOT_FOUND: unloaded, or never
     loaded). Reported as its own degradation; the policy's `failure.model_unloaded` says how it counts."""
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One payload and the span context of the request that queued it (the batch span links to it;
+    request-scoped contextvars reach the batch through the scheduler's loop)."""
+
+    payload: bytes
+    origin: SpanContext
 
 
 class ModalityDispatcher:
@@ -68,13 +86,13 @@ class ModalityDispatcher:
 
     def __init__(self, modality: str, upstream: Upstream, *, input_name: str, output_names: Sequence[str],
                  max_message_bytes: int = 64 * 1024 * 1024, qos_classes: Sequence[QosClass] = DEFAULT_CLASSES,
-                 on_batch: Callable[[str, BatchRun], None] | None = None,
+                 on_batch: Callable[[str, BatchReport], None] | None = None,
                  security: UpstreamSecurity = UpstreamSecurity()) -> None:
         self.modality = modality
         self.upstream = upstream
         self.input_name = input_name
         self.output_names = tuple(output_names)
-        options = grpc_options(max_message_bytes)
+        options = [*grpc_options(max_message_bytes), *RECONNECT_OPTIONS]
         # One client per class (grpc.dscp is a per-channel option): index = class priority. With tracing on,
         # each has a second, uninstrumented channel for unsampled calls (upstream_client.py).
         self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)], security=security)
@@ -102,8 +120,8 @@ class ModalityDispatcher:
             raise DeadlineExceededError(f"deadline exceeded before the {self.modality} stage")
         try:
             origin = current_span_context()  # the request's span: the batch span links back to it
-            jobs = [(payload, origin) for payload in payloads]
-            return await asyncio.wait_for(self.scheduler.submit(requester, jobs, deadline), remaining)
+            items = [_Item(payload, origin) for payload in payloads]
+            return await asyncio.wait_for(self.scheduler.submit(requester, items, deadline), remaining)
         except asyncio.TimeoutError:
             raise DeadlineExceededError(f"deadline exceeded waiting for the {self.modality} stage") from None
 
@@ -132,12 +150,13 @@ class ModalityDispatcher:
         if timeout <= 0:
             raise DeadlineExceededError(f"deadline exceeded before the {self.modality} call was sent")
         tensor = InferInput(self.input_name, [len(batch), 1], "BYTES")
-        tensor.set_data_from_numpy(np.array([[job.payload[0]] for job in batch], dtype=np.object_))
+        items: list[_Item] = [job.payload for job in batch]
+        tensor.set_data_from_numpy(np.array([[item.payload] for item in items], dtype=np.object_))
         outputs = [InferRequestedOutput(name) for name in self.output_names]
         top = min(job.priority for job in batch)
         client = self._clients[min(top, len(self._clients) - 1)]
         try:
-            with batch_span(f"dispatch {self.modality}", [job.payload[1] for job in batch],
+            with batch_span(f"dispatch {self.modality}", [item.origin for item in items],
                             {"auditmesh.upstream": self.modality}):
                 result = await client.infer(self.upstream.model, [tensor], model_version=self.upstream.model_version,
                                             outputs=outputs, client_timeout=timeout, priority=top + 1)

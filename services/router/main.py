@@ -22,11 +22,16 @@ from services import __version__
 from services.common.auth_guard import AuthGuard, AuthMetrics
 from services.common.auth_throttle import AuthThrottle
 from services.common.config import ConfigError
+from services.common.contracts import ocr as ocr_contract
+from services.common.contracts import text as text_contract
+from services.common.contracts import vision as vision_contract
 from services.common.grpc_server import GrpcService
+from services.common.listen_args import add_listen_arguments, apply_listen_arguments, host_port
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
-from services.router.config import RouterConfig, load_router_config
+from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
+                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, load_router_config)
 from services.router.demo_keys import check_demo_keys
 from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import apply_nice, check_classes_covered, log_service_name
@@ -43,9 +48,10 @@ class Router:
     """The router's parts wired together: dispatchers, pipeline, servicer, gRPC servers (the public
     one, and the admin one on `config.admin_listen` when set). `start` / `service.serve_until_signal`."""
 
-    OUTPUTS = {"text": ("TEXT", ("TOXICITY", "SPAM", "MATCHES")),
-               "vision": ("IMAGE", ("SEXUAL", "VIOLENCE", "DETAILS", "ERROR")),
-               "ocr": ("IMAGE", ("LINES", "ERROR"))}
+    #: Each modality's input tensor and the outputs the router reads, from its contract.
+    CONTRACTS = {"text": (text_contract.INPUT.name, text_contract.ROUTER_OUTPUTS),
+                 "vision": (vision_contract.INPUT.name, vision_contract.ROUTER_OUTPUTS),
+                 "ocr": (ocr_contract.INPUT.name, ocr_contract.ROUTER_OUTPUTS)}
 
     def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle, *,
                  security: UpstreamSecurity = UpstreamSecurity()) -> None:
@@ -54,12 +60,12 @@ class Router:
         state = lifecycle.runtime.snapshot
         self.registry = new_registry("router", __version__)
         self.metrics = RouterMetrics(self.registry)
-        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.OUTPUTS[m][0],
-                                                  output_names=self.OUTPUTS[m][1],
+        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.CONTRACTS[m][0],
+                                                  output_names=self.CONTRACTS[m][1],
                                                   max_message_bytes=config.server.max_message_bytes,
                                                   qos_classes=state.tenants.qos_classes,
                                                   on_batch=self.metrics.record_batch, security=security)
-                            for m in self.OUTPUTS}
+                            for m in self.CONTRACTS}
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
@@ -119,18 +125,51 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "Authenticates tenants by API key, fans items out to the text, vision and OCR services "
                     "(KServe v2 gRPC), and fuses the scores through the tenant's policy. SIGTERM drains and exits.")
     parser.add_argument("--config", type=Path, default=Path("config/router.yaml"),
-                        help="router config YAML (default: config/router.yaml); env AUDITMESH_LISTEN, "
-                             "AUDITMESH_METRICS_LISTEN ('off' for none), AUDITMESH_{TEXT,VISION,OCR}_URL, "
-                             "AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR, AUDITMESH_ADMIN_LISTEN ('off' for none), "
+                        help="router config YAML (default: config/router.yaml). The flags below override it, and so "
+                             "do (below the flags) env AUDITMESH_LISTEN, AUDITMESH_METRICS_LISTEN ('off' for none), "
+                             "AUDITMESH_{TEXT,VISION,OCR}_URL, AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR, "
+                             "AUDITMESH_POLICY_STORE, AUDITMESH_AUDIT_LOG, AUDITMESH_ADMIN_KEYS_FILE, AUDITMESH_ADMIN_LISTEN, "
                              "AUDITMESH_TLS_{CERT,KEY,CLIENT_CA}_FILE, AUDITMESH_UPSTREAM_TLS_{CA,CERT,KEY}_FILE, "
-                             "AUDITMESH_INTERNAL_SECRET[_FILE], AUDITMESH_ALLOW_DEMO_KEYS override it. Tracing: OTEL_TRACES_EXPORTER "
-                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT")
+                             "AUDITMESH_INTERNAL_SECRET[_FILE] (never a flag: a command line is visible to every "
+                             "user), AUDITMESH_ALLOW_DEMO_KEYS. Tracing: "
+                             "OTEL_TRACES_EXPORTER (otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], "
+                             "OTEL_EXPORTER_OTLP_ENDPOINT")
     parser.add_argument("--lane", default=None,
                         help="with `lanes:` in the config, the lane this process serves (its port and QoS classes; "
-                             "default: env AUDITMESH_LANE, else the first lane). Run one process per lane.")
+                             "default: env AUDITMESH_LANE, else the first lane). Run one process per lane. "
+                             "--listen / --metrics-listen override the lane's addresses.")
+    add_listen_arguments(parser)
+    for modality in MODALITIES:
+        parser.add_argument(f"--{modality}-url", type=host_port, default=None, metavar="HOST:PORT",
+                            help=f"the {modality} service (default: env {ENV_UPSTREAM_URL[modality]}, else "
+                                 f"upstreams.{modality}.url)")
+    for flag, what, variable, key in (
+            ("--tenants-file", "tenants file", ENV_TENANTS_FILE, "tenants_file"),
+            ("--policies-dir", "policies folder", ENV_POLICIES_DIR, "policies_dir"),
+            ("--policy-store", "policy store (SQLite)", ENV_POLICY_STORE, "lifecycle.store_path"),
+            ("--audit-log", "decision audit log (SQLite)", ENV_AUDIT_LOG, "lifecycle.audit_path"),
+            ("--admin-keys-file", "admin keys file", ENV_ADMIN_KEYS_FILE, "lifecycle.admin_keys_file")):
+        parser.add_argument(flag, default=None, metavar="PATH", help=f"the {what} (default: env {variable}, else {key})")
+    parser.add_argument("--admin-listen", default=None, metavar="HOST:PORT",
+                        help="where the PolicyAdmin API listens, 'off' for nowhere (default: env AUDITMESH_ADMIN_LISTEN, "
+                             "else admin_listen); never the public port")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
+
+
+def arguments_applied(config: RouterConfig, args: argparse.Namespace) -> RouterConfig:
+    """`config` (file and environment) with the command-line flags that were given applied over it."""
+    upstreams = {m: replace(u, url=getattr(args, f"{m}_url")) if getattr(args, f"{m}_url") else u
+                 for m, u in config.upstreams.items()}
+    lifecycle = config.lifecycle
+    lifecycle = replace(lifecycle, store_path=args.policy_store or lifecycle.store_path,
+                        audit_path=args.audit_log or lifecycle.audit_path,
+                        admin_keys_file=args.admin_keys_file or lifecycle.admin_keys_file)
+    admin_listen = config.admin_listen if args.admin_listen is None else ("" if args.admin_listen == "off" else args.admin_listen)
+    return replace(config, server=apply_listen_arguments(config.server, args), upstreams=upstreams,
+                   tenants_file=args.tenants_file or config.tenants_file,
+                   policies_dir=args.policies_dir or config.policies_dir, lifecycle=lifecycle, admin_listen=admin_listen)
 
 
 async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle, security: UpstreamSecurity) -> None:
@@ -143,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging("router", args.log_level, args.log_format)
     try:
-        config = load_router_config(args.config, args.lane)
+        config = arguments_applied(load_router_config(args.config, args.lane), args)
         if config.lane is not None:  # lanes are processes of their own: their log lines say which
             configure_logging(log_service_name(config.lane), args.log_level, args.log_format)
         lifecycle = PolicyLifecycle.open(config)  # fails before binding the port on a bad tenants or policy file

@@ -15,13 +15,16 @@ names, in every response, the model versions that produced it; the outcome lists
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
+from services.common.contracts import ocr as ocr_contract
+from services.common.contracts import text as text_contract
+from services.common.contracts import vision as vision_contract
+from services.common.contracts.rows import MalformedRowError
 from services.common.errors import InvalidRequestError
-from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, UpstreamError, models_of
+from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, Row, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
 from services.router.fusion import BlockMatch, ImageFinding, OcrLineFinding, Signals, StageFailure, TextFinding, Verdict
 from services.router.policy import CompiledPolicy
@@ -29,6 +32,7 @@ from services.router.scheduler import Requester
 from services.router.validation import ImagePart, ValidItem
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 @dataclass
@@ -141,12 +145,11 @@ class Pipeline:
     async def _score_texts(self, texts: list[MatchableText], job: _Job) -> None:
         rows = await self.text.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
         collected = job.collected
-        for (part_index, text, line), row in zip(texts, rows):
+        for (part_index, text, line), row in zip(texts, _decoded(rows, text_contract.decode_row)):
             # Every default-lexicon hit is kept; `evaluate` drops them for a policy that does not use it.
-            matches = [BlockMatch(m["category"], m["term"], int(m["severity"]), int(m["start"]), int(m["end"]), m["text"],
-                                  DEFAULT_LEXICON) for m in json.loads(row["MATCHES"][0])]
-            scores = {"hate": float(row["TOXICITY"][0]), "spam": float(row["SPAM"][0])}
-            collected.texts.append(TextFinding(part_index, text, scores, matches, line))
+            matches = [BlockMatch(m.category, m.term, m.severity, m.start, m.end, m.text, DEFAULT_LEXICON)
+                       for m in row.matches]
+            collected.texts.append(TextFinding(part_index, text, row.scores, matches, line))
         _note_models(collected, "text", rows)
 
     async def _vision(self, images: list[ImagePart], job: _Job) -> None:
@@ -154,10 +157,9 @@ class Pipeline:
 
         async def score() -> None:
             rows = await self.vision.submit(job.requester, [image.data for image in images], job.deadline)
-            for image, row in zip(images, rows):
-                _raise_if_rejected(image, row)
-                scores = {"sexual": float(row["SEXUAL"][0]), "violence": float(row["VIOLENCE"][0])}
-                collected.images.append(ImageFinding(image.index, self.vision.upstream.model, scores))
+            for image, row in zip(images, _decoded(rows, vision_contract.decode_row)):
+                _raise_if_rejected(image, row.error)
+                collected.images.append(ImageFinding(image.index, self.vision.upstream.model, row.scores))
             _note_models(collected, "vision", rows)
         await self._guarded("vision", collected, score())
 
@@ -167,11 +169,10 @@ class Pipeline:
 
         async def read() -> None:
             rows = await self.ocr.submit(job.requester, [image.data for image in images], job.deadline)
-            for image, row in zip(images, rows):
-                _raise_if_rejected(image, row)
-                for index, line in enumerate(json.loads(row["LINES"][0])):
-                    polygon = tuple((int(x), int(y)) for x, y in line["polygon"])
-                    lines.append(OcrLineFinding(image.index, index, line["text"], float(line["confidence"]), polygon))
+            for image, row in zip(images, _decoded(rows, ocr_contract.decode_row)):
+                _raise_if_rejected(image, row.error)
+                for index, line in enumerate(row.lines):
+                    lines.append(OcrLineFinding(image.index, index, line.text, line.confidence, line.polygon))
             _note_models(collected, "ocr", rows)
 
         ok = await self._timed("ocr", collected, self._guarded("ocr", collected, read()))
@@ -189,8 +190,14 @@ def _note_models(collected: _Collected, stage: str, rows: Sequence[dict[str, Any
         collected.models[stage] = models_of(rows[0])
 
 
-def _raise_if_rejected(image: ImagePart, row: dict[str, Any]) -> None:
-    error = row["ERROR"][0]
+def _decoded(rows: Sequence[Row], decode: Callable[[Row], D]) -> list[D]:
+    """Typed rows by the modality's contract; a row that breaks it fails the stage (UpstreamError)."""
+    try:
+        return [decode(row) for row in rows]
+    except MalformedRowError as error:
+        raise UpstreamError(f"malformed response: {error}") from None
+
+
+def _raise_if_rejected(image: ImagePart, error: str) -> None:
     if error:
-        message = error.decode("utf-8", "replace") if isinstance(error, bytes) else str(error)
-        raise InvalidRequestError(f"parts[{image.index}].image: {message}")
+        raise InvalidRequestError(f"parts[{image.index}].image: {error}")

@@ -1,13 +1,6 @@
 """The text moderation served model: normalisation, blocklist matching and two ONNX classifiers.
 
-KServe v2 tensors (first dimension = batch N):
-
-* input `TEXT` BYTES [N, 1]: UTF-8 text.
-* output `TOXICITY` FP32 [N, 1]: P(toxic), `toxicity_en` (English).
-* output `SPAM` FP32 [N, 1]: P(spam), `spam_en` (English, SMS-like).
-* output `MATCHES` BYTES [N, 1]: UTF-8 JSON list of blocklist hits, each
-  `{"category", "term", "severity", "start", "end", "text", "source"}`, where start/end are half-open
-  code-point offsets into the text exactly as sent and `term` is the normalised lexicon term.
+KServe v2 tensors: declared once in `services.common.contracts.text` (the router reads the same module).
 
 Each text is normalised once; the lexicon and both classifiers see the normalised text (each model's
 config records `preprocessing`, see build_models.py for the measurement behind it). One
@@ -23,13 +16,14 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.contracts import text as contract
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
 from services.common.errors import InvalidInputError
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
@@ -47,13 +41,12 @@ _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 pr
 class TextModerationModel:
     """Implements `services.common.serving.model_api.ServedModel` for text (see the module docstring)."""
 
-    name = "text_moderation"
+    name = contract.MODEL_NAME
     version = "1"
     platform = "auditmesh_text_pipeline"
     max_batch_size = 64
-    inputs: Sequence[TensorSpec] = (TensorSpec("TEXT", "BYTES", (1,)),)
-    outputs: Sequence[TensorSpec] = (TensorSpec("TOXICITY", "FP32", (1,)), TensorSpec("SPAM", "FP32", (1,)),
-                                     TensorSpec("MATCHES", "BYTES", (1,)))
+    inputs: Sequence[TensorSpec] = (contract.INPUT,)
+    outputs: Sequence[TensorSpec] = contract.OUTPUTS
 
     def __init__(self, repository_root: Path, session_options: SessionOptions, lexicon: Lexicon | None = None) -> None:
         """Open both classifiers from `repository_root`; `lexicon=None` loads the shipped default.
@@ -82,7 +75,7 @@ class TextModerationModel:
         matches = np.empty((len(texts), 1), dtype=object)
         for index, item in enumerate(normalized):
             hits = [m.to_json() for m in self._lexicon.find(item)]
-            matches[index, 0] = json.dumps(hits, ensure_ascii=False).encode("utf-8")
+            matches[index, 0] = contract.encode_matches(hits)
         return {
             "TOXICITY": self._score(self._toxicity, texts, normalized),
             "SPAM": self._score(self._spam, texts, normalized),

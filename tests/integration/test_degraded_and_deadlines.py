@@ -16,9 +16,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services.launcher import Mesh, free_base_port
 from tests.fixtures.render import render_photo_like, render_text_image
-from tests.integration.conftest import KEY_A, KEY_B
-from tests.integration.test_moderation_e2e import moderate
-from tests.stubs import MeshTritonClient
+from tests.stubs import KEY_A, KEY_B, MeshTritonClient, moderate
 
 
 def dead_address() -> str:

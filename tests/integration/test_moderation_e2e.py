@@ -8,23 +8,7 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from tests.fixtures.render import render_photo_like, render_text_image, text_layout
-from tests.integration.conftest import KEY_A, KEY_B
-
-
-def item(*parts: str | bytes, item_id: str = "it-1") -> pb.Item:
-    message = pb.Item(id=item_id)
-    for part in parts:
-        if isinstance(part, str):
-            message.parts.add(text=part)
-        else:
-            message.parts.add(image=pb.Image(data=part))
-    return message
-
-
-def moderate(stub: pb_grpc.ModerationServiceStub, *parts: str | bytes, key: str = KEY_A, policy: str = "",
-             timeout: float = 30.0) -> pb.ModerateResponse:
-    return stub.Moderate(pb.ModerateRequest(request_id="r1", item=item(*parts), policy=policy),
-                         metadata=[("x-api-key", key)], timeout=timeout)
+from tests.stubs import KEY_A, KEY_B, item, moderate
 
 
 def category(response: pb.ModerateResponse, name: str) -> pb.CategoryResult:

@@ -34,8 +34,7 @@ from services.router.config import LifecycleConfig, RouterConfig, Upstream
 from services.router.policy_lifecycle import PolicyLifecycle
 from services.router.main import Router
 from services.text.server import build_models
-from tests.integration.conftest import KEY_A
-from tests.stubs import GatedModel, InMemoryTracing, sample, scrape
+from tests.stubs import KEY_A, GatedModel, InMemoryTracing, sample, scrape
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 MODERATE = "/auditmesh.v1.ModerationService/Moderate"

@@ -17,7 +17,7 @@ from services.router.control.admin import PolicyAdminServicer
 from services.router.control.admin_auth import AdminAuth, AdminKey
 from services.router.control.audit_store import AuditStore
 from services.router.tenants import hash_key
-from tests.unit.router.lifecycle_fakes import open_control, policy_yaml
+from tests.stubs import open_control, policy_yaml
 
 ROOT_KEY, A_KEY, B_KEY = "root-admin-key", "a-only-admin-key", "b-only-admin-key"
 

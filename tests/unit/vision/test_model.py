@@ -135,5 +135,13 @@ def test_model_files_report_provenance(model: ImageSafetyModel) -> None:
     assert all(len(f.sha256) == 64 and f.version == "1" for f in files.values())
 
 
-def test_warmup_runs(model: ImageSafetyModel) -> None:
+def test_warmup_runs_a_single_and_a_full_batch(model: ImageSafetyModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+    infer = model.infer
+
+    def counting(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        sizes.append(len(inputs["IMAGE"]))
+        return infer(inputs)
+    monkeypatch.setattr(model, "infer", counting)
     model.warmup()
+    assert sizes == [1, model.max_batch_size]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from services.common.errors import NotFoundError
-from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
 from services.common.serving.model_lifecycle import ModelLifecycle, ModelLoadError, models_parameter, next_version
 
 

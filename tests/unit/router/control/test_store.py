@@ -10,7 +10,7 @@ import pytest
 from services.common.errors import AlreadyExistsError, ConflictError
 from services.router.control.canary import RollbackBounds
 from services.router.control.store import CanarySpec, SQLitePolicyStore, StoredVersion
-from tests.unit.router.lifecycle_fakes import FakeClock
+from tests.stubs import FakeClock
 
 
 def version(v: str, digest: str = "h1") -> StoredVersion:

@@ -12,7 +12,7 @@ import pytest
 from services.router.control.watch import ConfigWatcher
 from services.router.control.control import PolicyControl
 from services.router.control.store import SQLitePolicyStore
-from tests.unit.router.lifecycle_fakes import open_control, policy_yaml, tenants_yaml
+from tests.stubs import open_control, policy_yaml, tenants_yaml
 
 
 def touch_later(path: Path) -> None:

@@ -45,7 +45,7 @@ class _RacedStore(SQLitePolicyStore):
 
 def test_a_lane_that_loses_the_race_to_import_the_same_config_still_starts(tmp_path: Path) -> None:
     from services.router.control.control import PolicyControl
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[4]
     policies, tenants = root / "config" / "policies", root / "config" / "tenants.yaml"
     path = tmp_path / "policy_store.sqlite"
     raced = _RacedStore(path)

@@ -21,7 +21,7 @@ from services.router.control.audit_store import AuditStore
 from services.router.fusion import Verdict
 from services.router.control.control import PolicyControl
 from services.router.tenants import hash_key
-from tests.unit.router.lifecycle_fakes import open_control, policy_yaml
+from tests.stubs import open_control, policy_yaml
 
 ROOT_KEY, SCOPED_KEY = "root-admin-key", "a-only-admin-key"
 

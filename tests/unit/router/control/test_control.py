@@ -13,7 +13,7 @@ from services.router.control.canary import RollbackBounds
 from services.router.control.control import InvalidDocumentError, PolicyControl
 from services.router.control.store import SQLitePolicyStore
 from services.router.tenants import Tenant
-from tests.unit.router.lifecycle_fakes import open_control, policy_yaml, tenants_yaml
+from tests.stubs import open_control, policy_yaml, tenants_yaml
 
 
 def tenant(control: PolicyControl, tenant_id: str) -> Tenant:
