@@ -1,6 +1,7 @@
 """kill -9 each child of the real launcher under load, and measure what the callers saw. Prints JSON.
 
     python -m bench.launcher_chaos [--kill text vision ocr router router-bulk] [--settle-s 2]
+                                   [--restart-initial-s 0.5]
 
 Starts `python -m services.launcher` (the shipped config/, free ports, a temporary state folder),
 sends steady load through both router lanes (text-only and image-only `Moderate` calls, as the demo
@@ -313,10 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kill", nargs="+", default=["text", "vision", "ocr", "router", "router-bulk"])
     parser.add_argument("--settle-s", type=float, default=2.0, help="steady load before each kill")
+    parser.add_argument("--restart-initial-s", type=float, default=0.5,
+                        help="the launcher's wait before a restart: longer = longer outages (default: 0.5)")
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="auditmesh-chaos-") as tmp:
-        with ChaosMesh.start(Path(tmp)) as chaos, Load(chaos.mesh) as load:
+        with ChaosMesh.start(Path(tmp), restart_initial_s=args.restart_initial_s) as chaos, Load(chaos.mesh) as load:
             time.sleep(args.settle_s)
             for service in args.kill:
                 results.append(chaos.kill_and_recover(service, load))

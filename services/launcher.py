@@ -351,8 +351,14 @@ def supervise(mesh: Mesh, supervisor: Supervisor, should_stop: Callable[[], bool
             for service in supervisor.due():
                 if should_stop():
                     break
-                process = mesh.start_service(service)
                 supervisor.started(service)
+                try:
+                    process = mesh.start_service(service)
+                except OSError as error:  # fork or exec failed (no memory, too many processes): try again later
+                    restart = supervisor.exited(service, 127)
+                    if restart is not None:
+                        log.error("could not start %s (%s): %s", service, error, restart.describe())
+                    continue
                 recovering.add(service)
                 log.warning("restarted %s (pid %d): %s", service, process.pid, shlex.join(mesh.command(service)))
             recovering.check()
@@ -445,13 +451,13 @@ class _StopRequested(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    configure_logging("launcher", "info", args.log_format)
     try:
         policy = RestartPolicy(initial_delay_s=args.restart_initial_s, max_delay_s=args.restart_max_s,
                                reset_after_s=args.restart_reset_s)
     except ValueError as error:
         print(f"launcher: {error}", file=sys.stderr)
         return 2
+    configure_logging("launcher", "info", args.log_format)
     # `make run`: without --state-dir the policy store and audit log persist in var/.
     mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
                 isolated_state=False, state_dir=args.state_dir, own_sessions=True, admin_port=args.admin_port)

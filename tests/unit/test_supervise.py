@@ -114,3 +114,66 @@ def test_exit_descriptions() -> None:
     assert describe_exit(-9) == "killed by signal SIGKILL"
     assert describe_exit(-15) == "killed by signal SIGTERM"
     assert describe_exit(-200) == "killed by signal 200"
+
+
+class FakeProcess:
+    """A child as `supervise` sees it: poll() is None while running, then the exit code."""
+
+    next_pid = 100
+
+    def __init__(self) -> None:
+        FakeProcess.next_pid += 1
+        self.pid = FakeProcess.next_pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+class FakeMesh:
+    """The parts of `services.launcher.Mesh` that `supervise` uses, with fake processes."""
+
+    def __init__(self, services: tuple[str, ...]) -> None:
+        self.processes: dict[str, FakeProcess] = {}
+        self.starts: list[str] = []
+        for service in services:
+            self.start_service(service)
+
+    def start_service(self, service: str) -> FakeProcess:
+        self.processes[service] = FakeProcess()
+        self.starts.append(service)
+        return self.processes[service]
+
+    def command(self, service: str) -> list[str]:
+        return ["python", "-m", f"services.{service}.server", "--listen", "127.0.0.1:1"]
+
+    def address(self, service: str) -> str:
+        return "127.0.0.1:1"
+
+
+def test_supervise_restarts_only_the_child_that_died_and_stops_on_request(caplog: pytest.LogCaptureFixture) -> None:
+    from typing import Any
+
+    from services.launcher import supervise
+
+    mesh = FakeMesh(("router", "text", "ocr"))
+    sup, clock = supervisor(initial_delay_s=1.0)
+    for service in mesh.processes:
+        sup.started(service)
+    first_text = mesh.processes["text"]
+    rounds = iter(range(100))
+
+    def should_stop() -> bool:
+        step = next(rounds)
+        if step == 1:
+            first_text.returncode = -9  # kill -9 of the text service
+        clock.now += 0.3  # each loop turn: 0.3 s of fake time
+        return step >= 10
+
+    caplog.set_level("INFO", logger="services.launcher")
+    fake: Any = mesh  # duck-typed stand-in for Mesh
+    supervise(fake, sup, should_stop, poll_s=0)
+    assert mesh.starts == ["router", "text", "ocr", "text"]  # only text again, once
+    assert mesh.processes["text"] is not first_text and mesh.processes["text"].poll() is None
+    assert "text exited (killed by signal SIGKILL) after" in caplog.text and "restart #1 in 1.0 s" in caplog.text
+    assert f"restarted text (pid {mesh.processes['text'].pid})" in caplog.text
