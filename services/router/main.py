@@ -31,7 +31,8 @@ from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
 from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
-                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, load_router_config)
+                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, Upstream,
+                                    load_router_config)
 from services.router.demo_keys import check_demo_keys
 from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import apply_nice, check_classes_covered, log_service_name
@@ -60,13 +61,17 @@ class Router:
         state = lifecycle.runtime.snapshot
         self.registry = new_registry("router", __version__)
         self.metrics = RouterMetrics(self.registry)
-        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.CONTRACTS[m][0],
-                                                  output_names=self.CONTRACTS[m][1],
-                                                  max_message_bytes=config.server.max_message_bytes,
-                                                  qos_classes=state.tenants.qos_classes,
-                                                  on_batch=self.metrics.record_batch, security=security)
-                            for m in self.CONTRACTS}
-        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
+        # One dispatcher per served model: "text" (text_moderation) and "text_semantic" share the text upstream.
+        upstreams = {**{m: (m, u) for m, u in config.upstreams.items()},
+                     "text_semantic": ("text", semantic_upstream(config.upstreams["text"]))}
+        self.dispatchers = {name: ModalityDispatcher(name, upstream, input_name=self.CONTRACTS[modality][0],
+                                                     output_names=self.CONTRACTS[modality][1],
+                                                     max_message_bytes=config.server.max_message_bytes,
+                                                     qos_classes=state.tenants.qos_classes,
+                                                     on_batch=self.metrics.record_batch, security=security)
+                            for name, (modality, upstream) in upstreams.items()}
+        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"],
+                                 text_semantic=self.dispatchers["text_semantic"])
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
         self.registry.register(lifecycle.collector())
@@ -116,6 +121,11 @@ class Router:
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
         await self.lifecycle.close()
+
+
+def semantic_upstream(text: Upstream) -> Upstream:
+    """The text upstream as the semantic model's dispatcher sees it (same service, its own model)."""
+    return replace(text, model=text.semantic_model or text_contract.SEMANTIC_MODEL_NAME)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

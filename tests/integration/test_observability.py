@@ -33,7 +33,7 @@ from services.launcher import ROOT, Mesh, free_base_port
 from services.router.config import LifecycleConfig, RouterConfig, Upstream
 from services.router.policy_lifecycle import PolicyLifecycle
 from services.router.main import Router
-from services.text.server import build_models
+from services.text.server import served_models
 from tests.stubs import KEY_A, GatedModel, InMemoryTracing, sample, scrape
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
@@ -61,7 +61,7 @@ class InProcessMesh:
     def __init__(self, tenants_file: Path, workdir: Path) -> None:
         text_config = ModalityServiceConfig("text", ServerConfig("127.0.0.1:0", grace_period_s=1.0),
                                             model_repository=str(ROOT / "model_repository"))
-        self.text, _ = build_service(text_config, build_models(text_config))
+        self.text, _ = build_service(text_config, served_models(text_config))
         self.tenants_file = tenants_file
         self.workdir = workdir
         self.router: Router | None = None

@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from pypinyin import Style, lazy_pinyin, pinyin
 
-__all__ = ["find_pinyin", "readings", "term_syllables"]
+__all__ = ["StartIndex", "find_pinyin", "readings", "term_syllables"]
 
 
 def term_syllables(term: str) -> tuple[str, ...]:
@@ -43,23 +43,52 @@ def _is_latin(char: str) -> bool:
     return "a" <= char <= "z"
 
 
-def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool) -> list[tuple[int, int]]:
+class StartIndex:
+    """Where a match can start in one text: Han characters by reading, Latin word starts by letter.
+
+    Built once per text, so each listed term only tries the few positions its first syllable can
+    start at (a long Latin-only text has none for most terms) instead of every position."""
+
+    def __init__(self, text: str) -> None:
+        self.han: dict[str, list[int]] = {}
+        self.latin: dict[str, list[int]] = {}
+        for position, char in enumerate(text):
+            if _is_latin(char):
+                if position == 0 or not _is_latin(text[position - 1]):
+                    self.latin.setdefault(char, []).append(position)
+            else:
+                for reading in readings(char):
+                    self.han.setdefault(reading, []).append(position)
+
+    def starts(self, syllable: str) -> list[int]:
+        """Candidate start positions for a match whose first syllable is `syllable`, ascending."""
+        return sorted({*self.han.get(syllable, ()), *self.latin.get(syllable[:1], ())})
+
+
+def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
+                index: StartIndex | None = None) -> list[tuple[int, int]]:
     """Spans of `text` (normalised: lower-case) that sound like `syllables`.
 
     Each syllable matches one Han character with that reading, or the syllable spelled in Latin
     letters, or (with `initials`) its first letter. Latin edges must not touch other Latin letters
-    ("chaos" does not hold "cao"). A span made only of Latin initials must be at least 2 letters.
+    ("chaos" does not hold "cao"). A span of Latin letters only needs at least 3 of them when the text
+    has no Han character: two-letter initials are everywhere in English ("I'll" holds "ll").
+    Pass the text's `StartIndex` when matching many terms against one text.
     """
     if not syllables:
         return []
     found: list[tuple[int, int]] = []
-    for start in range(len(text)):
-        if start > 0 and _is_latin(text[start]) and _is_latin(text[start - 1]):
-            continue
+    index = index or StartIndex(text)
+    for start in index.starts(syllables[0]):
         end = _match_from(text, start, syllables, 0, initials)
-        if end is not None and not (end < len(text) and _is_latin(text[end - 1]) and _is_latin(text[end])):
+        if end is not None and not (end < len(text) and _is_latin(text[end - 1]) and _is_latin(text[end])) \
+                and not _short_latin_in_latin_text(text, start, end, index):
             found.append((start, end))
     return found
+
+
+def _short_latin_in_latin_text(text: str, start: int, end: int, index: StartIndex) -> bool:
+    return end - start < 3 and not index.han and all(_is_latin(c) for c in text[start:end])
 
 
 def _match_from(text: str, position: int, syllables: tuple[str, ...], index: int, initials: bool) -> int | None:

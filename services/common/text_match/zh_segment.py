@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 from functools import lru_cache
 
 import rjieba
@@ -38,5 +39,13 @@ def word_spans(text: str) -> list[tuple[int, int]]:
 
 
 def cuts_word(spans: list[tuple[int, int]], start: int, end: int) -> bool:
-    """True when [start, end) begins or ends strictly inside one of `spans` (a multi-character word)."""
-    return any(s < start < e or s < end < e for s, e in spans)
+    """True when [start, end) begins or ends strictly inside one of `spans` (a multi-character word).
+
+    `spans` tile the text in order (as `word_spans` returns them), so each offset's word is found by
+    binary search: a long text with many hits costs O(hits log words), not O(hits x words)."""
+    return _inside(spans, start) or _inside(spans, end)
+
+
+def _inside(spans: list[tuple[int, int]], offset: int) -> bool:
+    index = bisect.bisect_right(spans, offset, key=lambda span: span[0]) - 1
+    return index >= 0 and spans[index][0] < offset < spans[index][1]
