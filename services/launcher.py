@@ -24,6 +24,13 @@ after the modality services (the shipped config: `router-bulk` on 8104).
 
 Each service also serves Prometheus metrics on `metrics_base_port` + the same offset (router 9100,
 text 9101, vision 9102, ocr 9103, router-bulk 9104 by default), or none with `--metrics-base-port 0`.
+The router's PolicyAdmin API has a port of its own (`--admin-port`, default 8105; the first lane's
+process serves it, `--admin-listen` on its command line; the other lanes get `--admin-listen off`).
+
+Internal authentication: the launcher makes a random shared secret and admin secret once per process
+(`MESH_SECRET`, `MESH_ADMIN_SECRET`) and hands them to the services in the environment, never on a
+command line (services/common/internal_auth.py): the router sends the secret on its upstream calls;
+model load/unload needs the admin secret. `make run` also writes them to var/secrets/ (0600).
 
 Used by `make run`, and by the integration tests (`Mesh`).
 """
@@ -35,6 +42,7 @@ import contextlib
 import functools
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -52,6 +60,7 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.config import ConfigError, load_dataclass
+from services.common.internal_auth import ADMIN_SECRET_HEADER, ENV_ADMIN_SECRET, ENV_SECRET, SECRET_HEADER
 from services.common.logs import configure_logging
 from services.common.placement import Placement, apply_placement, usable_cpus
 from services.common.service_config import ServerConfig
@@ -60,6 +69,10 @@ from services.supervise import RestartPolicy, Supervisor, describe_exit
 MODALITIES = ("text", "vision", "ocr")
 ROOT = Path(__file__).resolve().parents[1]
 ROUTER = "router"
+#: One pair per launcher process, so every `Mesh` it starts (tests start several) shares them.
+MESH_SECRET = secrets.token_urlsafe(32)
+MESH_ADMIN_SECRET = secrets.token_urlsafe(32)
+DEFAULT_ADMIN_PORT = 8105
 #: Seconds a stopping service gets beyond its own `grace_period_s` (closing models, flushing the audit
 #: log) before it is SIGKILLed.
 STOP_MARGIN_S = 5.0
@@ -70,7 +83,8 @@ ROUTER_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--m
                 "AUDITMESH_VISION_URL": "--vision-url", "AUDITMESH_OCR_URL": "--ocr-url",
                 "AUDITMESH_TENANTS_FILE": "--tenants-file", "AUDITMESH_POLICIES_DIR": "--policies-dir",
                 "AUDITMESH_POLICY_STORE": "--policy-store", "AUDITMESH_AUDIT_LOG": "--audit-log",
-                "AUDITMESH_ADMIN_KEYS_FILE": "--admin-keys-file"}
+                "AUDITMESH_ADMIN_KEYS_FILE": "--admin-keys-file",
+                "AUDITMESH_ADMIN_LISTEN": "--admin-listen"}
 MODALITY_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--metrics-listen",
                   "AUDITMESH_MODEL_REPOSITORY": "--model-repository"}
 
@@ -94,7 +108,7 @@ def mesh_services(config_dir: Path = ROOT / "config") -> tuple[str, ...]:
 def free_base_port(count: int = 0) -> int:
     """A port such that it and the next `count - 1` are free on loopback right now (for a `Mesh`);
     `count` 0 = one per process of the shipped mesh (`mesh_services()`)."""
-    count = count or len(mesh_services())
+    count = count or len(mesh_services()) + 1
     for _ in range(200):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -126,7 +140,8 @@ class Mesh:
     `own_sessions`: each service in a session (process group) of its own, so a terminal's Ctrl-C
     reaches only the launcher, which then stops them in order.
     `place`: start each process on the CPUs and at the niceness of its config's `placement` block
-    (`placement()`; services/common/placement.py)."""
+    (`placement()`; services/common/placement.py).
+    `admin_port`: the router's PolicyAdmin port (0 = a free loopback port, picked at construction)."""
 
     base_port: int = 8100
     config_dir: Path = ROOT / "config"
@@ -141,6 +156,7 @@ class Mesh:
     own_sessions: bool = False
     #: Apply each config's `placement` (CPUs, niceness) to its process; False = every process anywhere.
     place: bool = True
+    admin_port: int = 0
     _temp_state: Path | None = field(default=None, init=False, repr=False)
     #: Every process, in port order (see `mesh_services`).
     services: tuple[str, ...] = field(default=(), init=False)
@@ -153,6 +169,19 @@ class Mesh:
         self._lane_classes = router_lanes(self.config_dir)
         names = list(self._lane_classes)
         self.lanes = {ROUTER: names[0] if names else "", **{f"{ROUTER}-{lane}": lane for lane in names[1:]}}
+        if not self.admin_port:
+            self.admin_port = free_base_port(1)
+
+    @property
+    def admin_address(self) -> str:
+        """Where the router serves the PolicyAdmin API."""
+        return f"{self.host}:{self.admin_port}"
+
+    @staticmethod
+    def internal_metadata(admin: bool = False) -> list[tuple[str, str]]:
+        """Call metadata that authenticates to the modality services' KServe ports (`admin`: for
+        RepositoryModelLoad / Unload)."""
+        return [(ADMIN_SECRET_HEADER, MESH_ADMIN_SECRET)] if admin else [(SECRET_HEADER, MESH_SECRET)]
 
     def router_for(self, qos_class: str) -> str:
         """The router service (lane) that serves tenants of `qos_class` (`router` without lanes)."""
@@ -196,6 +225,7 @@ class Mesh:
             if self.lanes[service]:
                 settings["--lane"] = self.lanes[service]
             settings.update({f"--{m}-url": self.address(m) for m in MODALITIES})
+            settings["--admin-listen"] = self.admin_address if service == ROUTER else "off"
             state = self._state_folder()
             if state is not None:
                 settings.update({"--policy-store": str(state / "policy_store.sqlite"),
@@ -251,7 +281,10 @@ class Mesh:
     def start_service(self, service: str) -> subprocess.Popen[bytes]:
         """Start one service process (not waiting for it), on the CPUs and at the niceness its config's
         `placement` says (set in the child before exec: inherited by every thread it starts)."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.extra_env}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_SECRET: MESH_SECRET}  # secrets: never on a command line
+        if service in MODALITIES:
+            env[ENV_ADMIN_SECRET] = MESH_ADMIN_SECRET
+        env.update(self.extra_env)
         placement, usable = self.placement(service), usable_cpus()
         place: Callable[[], None] | None = None
         if placement != Placement():
@@ -420,6 +453,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "on the ports after them (default: 8100)")
     parser.add_argument("--metrics-base-port", type=int, default=9100,
                         help="router /metrics port; the others follow in the same order; 0 = none (default: 9100)")
+    parser.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT,
+                        help=f"the router's PolicyAdmin port, apart from the public one (default: {DEFAULT_ADMIN_PORT})")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="folder for the routers' policy store and audit log (default: the paths in "
                              "router.yaml, var/)")
@@ -437,6 +472,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def write_secrets(folder: Path) -> None:
+    """The mesh's internal secrets as files only their owner can read (for an operator's KServe calls)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in (("internal.secret", MESH_SECRET), ("internal-admin.secret", MESH_ADMIN_SECRET)):
+        path = folder / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(value + "\n")
+        os.chmod(path, 0o600)
+
+
 class _StopRequested(Exception):
     """SIGINT / SIGTERM while the mesh is still starting."""
 
@@ -452,7 +498,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("launcher", "info", args.log_format)
     # `make run`: without --state-dir the policy store and audit log persist in var/.
     mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
-                isolated_state=False, state_dir=args.state_dir, own_sessions=True, place=not args.no_placement)
+                isolated_state=False, state_dir=args.state_dir, own_sessions=True, place=not args.no_placement,
+                admin_port=args.admin_port)
+    write_secrets(ROOT / "var" / "secrets")
     stop = False
 
     def stop_while_starting(signum: int, frame: object) -> None:
@@ -498,6 +546,7 @@ def _print_banner(mesh: Mesh) -> None:
     print(f"\nauditmesh is serving: router on {mesh.address('router')} "
           f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
           f"{'Router lanes (each tenant calls the lane of its QoS class):' + chr(10) + lanes if lanes else ''}{metrics}"
+          f"PolicyAdmin API on {mesh.admin_address}; the modality services' internal secrets are in var/secrets/.\n"
           f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
           f"--text 'hello there'\nA service that exits is restarted; Ctrl-C stops the mesh.\n", flush=True)
 

@@ -1,8 +1,10 @@
-"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper, and the
-batching fakes (a fake clock, a gated run_batch, `settle`)."""
+"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper, a KServe client
+that authenticates to the mesh's internal ports, and the batching fakes (a fake clock, a gated
+run_batch, `settle`)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 import asyncio
@@ -239,3 +241,24 @@ async def settle(rounds: int = 8) -> None:
     """Let every ready task run a few steps (no time passes; the batching tests' only way to wait)."""
     for _ in range(rounds):
         await asyncio.sleep(0)
+
+
+class MeshTritonClient:
+    """tritonclient's (sync or aio) KServe client that sends the mesh's internal secret on every call
+    (`Mesh.internal_metadata()`: the modality ports need it, services/common/internal_auth.py).
+
+    Example::
+
+        client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
+        client.infer("text_moderation", [tensor])
+    """
+
+    def __init__(self, client: Any, metadata: Sequence[tuple[str, str]]) -> None:
+        self._client = client
+        self._headers = dict(metadata)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name == "close" or not callable(attribute):
+            return attribute
+        return functools.partial(attribute, headers=self._headers)
