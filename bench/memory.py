@@ -85,7 +85,7 @@ def item(item_id: str, data: bytes) -> pb.Item:
 def outcome(response: pb.ModerateResponse) -> str:
     if response.HasField("error"):
         return f"error {response.error.code}"
-    return pb.Decision.Name(response.decision) + (" degraded" if response.degraded else "")
+    return str(pb.Decision.Name(response.decision)) + (" degraded" if response.degraded else "")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

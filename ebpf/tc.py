@@ -17,7 +17,6 @@ from ebpf.plan import ROOT_CLASS_HANDLE, ROOT_QDISC_HANDLE, HtbClass, Plan
 from ebpf.units import format_rate
 
 TC_H_ROOT = 0xFFFFFFFF
-CLSACT_HANDLE = 0xFFFF0000
 EGRESS_PARENT = 0xFFFFFFF3    # ffff:fff3
 INGRESS_PARENT = 0xFFFFFFF2   # ffff:fff2
 FILTER_PRIO = 1

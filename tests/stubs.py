@@ -1,19 +1,38 @@
-"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper."""
+"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper, a KServe client
+that authenticates to the mesh's internal ports, and the batching fakes (a fake clock, a gated
+run_batch, `settle`)."""
 
 from __future__ import annotations
 
+import functools
+import io
+import struct
+import asyncio
 import threading
+import zlib
 import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
-from typing import Mapping, Sequence
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from opentelemetry.sdk.trace import ReadableSpan
+from PIL import Image
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
 from services.common.tracing.telemetry import install_tracing, shutdown_tracing
+from services.router.control.canary import RollbackBounds
+from services.router.control.control import PolicyControl
+from services.router.control.store import SQLitePolicyStore
+from services.router.tenants import hash_key
+
+V = TypeVar("V")
 
 
 class InMemoryTracing:
@@ -89,3 +108,157 @@ def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, tuple[tuple[st
 def sample(samples: Mapping[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
     """The value of one sample (0.0 when absent, as for a counter not yet incremented)."""
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+# --- Integration-test client helpers (tests/integration, tests/security): keys of the test tenants
+# (tests/integration/conftest.py writes their tenants file) and one-call helpers.
+KEY_A, KEY_B = "test-key-tenant-a", "test-key-tenant-b"
+KEY_CHAT, KEY_FLOOD, KEY_LIMITED = "test-key-chat", "test-key-flood", "test-key-limited"
+
+
+def item(*parts: str | bytes, item_id: str = "it-1") -> pb.Item:
+    message = pb.Item(id=item_id)
+    for part in parts:
+        if isinstance(part, str):
+            message.parts.add(text=part)
+        else:
+            message.parts.add(image=pb.Image(data=part))
+    return message
+
+
+def moderate(stub: pb_grpc.ModerationServiceStub, *parts: str | bytes, key: str = KEY_A, policy: str = "",
+             timeout: float = 30.0) -> pb.ModerateResponse:
+    return stub.Moderate(pb.ModerateRequest(request_id="r1", item=item(*parts), policy=policy),
+                         metadata=[("x-api-key", key)], timeout=timeout)
+
+
+# --- Policy lifecycle fakes (tests/unit/router, tests/unit/router/control): documents, a control over a
+# temporary store, a clock.
+def policy_yaml(name: str, version: str, *, hate_block: float = 0.9, terms: Sequence[str] = (),
+                include_content: bool = False, use_default: bool = True) -> str:
+    """A small valid policy document."""
+    custom = f"custom: {{watch: {{severity: high, terms: {list(terms)!r}}}}}" if terms else "custom: {}"
+    return (f"name: {name}\nversion: '{version}'\ncategories:\n  hate: {{review: 0.5, block: {hate_block}}}\n"
+            f"blocklist:\n  use_default_lexicon: {str(use_default).lower()}\n  {custom}\n"
+            f"audit: {{include_content: {str(include_content).lower()}}}\n")
+
+
+def tenants_yaml(tenants: Sequence[tuple[str, str, Sequence[str]]], version: str = "") -> str:
+    """A tenants document: (id, API key, policies) per tenant."""
+    lines = [f"version: '{version}'"] if version else []
+    lines.append("tenants:")
+    for tenant_id, key, policies in tenants:
+        lines.append(f"  - {{id: {tenant_id}, api_key_sha256: {hash_key(key)}, policies: {list(policies)!r}}}")
+    return "\n".join(lines) + "\n"
+# --- Batching fakes (the batch loop's contract tests, the batcher's and the scheduler's) ----------------
+
+
+@dataclass
+class FakeClock:
+    """A monotonic clock that moves only when told to (`advance`, or set `now`)."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class ConfigFiles:
+    policies_dir: Path
+    tenants_file: Path
+
+    def write_policy(self, name: str, text: str) -> Path:
+        path = self.policies_dir / f"{name}.yaml"
+        path.write_text(text)
+        return path
+
+
+def config_files(tmp_path: Path) -> ConfigFiles:
+    """policies default@1 and strict@1; tenants a (default, strict) and b (strict)."""
+    files = ConfigFiles(tmp_path / "policies", tmp_path / "tenants.yaml")
+    files.policies_dir.mkdir()
+    files.write_policy("default", policy_yaml("default", "1"))
+    files.write_policy("strict", policy_yaml("strict", "1", hate_block=0.75, terms=["megacorp sucks"]))
+    files.tenants_file.write_text(tenants_yaml([("a", "key-a", ["default", "strict"]), ("b", "key-b", ["strict"])]))
+    return files
+
+
+def open_control(tmp_path: Path, bounds: RollbackBounds = RollbackBounds()) -> tuple[PolicyControl, ConfigFiles]:
+    """A PolicyControl over a fresh store, with `config_files` imported."""
+    files = config_files(tmp_path)
+    control = PolicyControl(SQLitePolicyStore(tmp_path / "store.sqlite"), default_bounds=bounds)
+    control.import_files(files.policies_dir, files.tenants_file)
+    return control, files
+
+
+# --- Image bytes for decoder and vision tests.
+def encode_image(image: Image.Image, fmt: str, **options: object) -> bytes:
+    """`image` encoded as `fmt` (JPEG, PNG, WEBP...), with Pillow's save `options`."""
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def png_declaring(width: int, height: int) -> bytes:
+    """A tiny 1-bit greyscale PNG whose header declares width x height (only one row of pixel data):
+    a decompression-bomb probe that costs nothing to build."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    row = zlib.compress(b"\0" * (1 + (width + 7) // 8))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
+class GatedBatchRun(Generic[V]):
+    """A `run_batch` that records each batch's values, then waits for `release` (set at first) and
+    'takes' `duration` on the fake clock; each result is `value * 10` (an int) or `str(value)`.
+    `value_of` reads the value from what the batching front end hands over (a Job's payload, say).
+
+    Example::
+
+        run = GatedBatchRun(clock, value_of=lambda job: job.payload)
+        run.release.clear()         # batches now wait inside run_batch until release.set()
+    """
+
+    def __init__(self, clock: FakeClock, *, value_of: Callable[[Any], V], duration: float = 0.01) -> None:
+        self.clock, self.duration, self.value_of = clock, duration, value_of
+        self.batches: list[list[V]] = []
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def __call__(self, entries: Sequence[Any]) -> list[Any]:
+        values = [self.value_of(entry) for entry in entries]
+        self.batches.append(values)
+        await self.release.wait()
+        await asyncio.sleep(0)  # a batch takes at least one step of the event loop, as a real one does
+        self.clock.advance(self.duration)
+        return [value * 10 if isinstance(value, int) else str(value) for value in values]
+
+
+async def settle(rounds: int = 8) -> None:
+    """Let every ready task run a few steps (no time passes; the batching tests' only way to wait)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+class MeshTritonClient:
+    """tritonclient's (sync or aio) KServe client that sends the mesh's internal secret on every call
+    (`Mesh.internal_metadata()`: the modality ports need it, services/common/internal_auth.py).
+
+    Example::
+
+        client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
+        client.infer("text_moderation", [tensor])
+    """
+
+    def __init__(self, client: Any, metadata: Sequence[tuple[str, str]]) -> None:
+        self._client = client
+        self._headers = dict(metadata)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name == "close" or not callable(attribute):
+            return attribute
+        return functools.partial(attribute, headers=self._headers)

@@ -23,7 +23,9 @@ from PIL import Image
 
 from services.common.image_decode import ImageLimits, decode_rgb
 from services.common.errors import ImageRejectedError
-from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.contracts import ocr as contract
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
 from services.common.errors import InvalidInputError
 from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions, create_session
@@ -61,8 +63,10 @@ class OcrModel:
     version = "1"
     platform = "auditmesh_ocr_pipeline"
     max_batch_size = 8
-    inputs: Sequence[TensorSpec] = (TensorSpec("IMAGE", "BYTES", (1,)),)
-    outputs: Sequence[TensorSpec] = (TensorSpec("LINES", "BYTES", (1,)), TensorSpec("ERROR", "BYTES", (1,)))
+    #: Images `warmup` runs (services.common.serving.kserve_servicer.measure_warm).
+    warmup_items = 1
+    inputs: Sequence[TensorSpec] = (contract.INPUT,)
+    outputs: Sequence[TensorSpec] = contract.OUTPUTS
 
     def __init__(self, repository_root: Path, session_options: SessionOptions,
                  settings: OcrSettings = OcrSettings(), limits: ImageLimits = ImageLimits()) -> None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from opentelemetry.trace import SpanContext
 from tritonclient.grpc import InferInput, InferRequestedOutput
 from tritonclient.utils import InferenceServerException
 
@@ -51,8 +52,9 @@ from services.common.qos import DEFAULT_CLASSES, QosClass
 from services.common.tracing.spans import batch_span, current_span_context
 from services.router.config import Upstream
 from services.router.fair_queue import Job
-from services.router.scheduler import BatchRun, FairScheduler, Requester
-from services.router.upstream_client import UpstreamClient
+from services.common.batch_loop import BatchReport
+from services.router.scheduler import FairScheduler, Requester
+from services.router.upstream_client import UpstreamClient, UpstreamSecurity
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +65,21 @@ RowOrError = Row | Exception
 MODELS_OUTPUT = "_models"
 #: The ModelInferResponse parameter our modality services fill with the same JSON.
 MODELS_PARAMETER = "models"
+#: Reconnect to a modality service that went away within half a second of it serving again. gRPC's
+#: default connection backoff starts at 1 s and grows 1.6x per failed attempt (up to 120 s, with 20 %
+#: jitter: grpc doc/connection-backoff.md), so a channel whose service was down for 6 s may try again
+#: only 4 s after the restarted service serves, and every item meanwhile is answered degraded. A
+#: refused connect to a service that is down costs next to nothing, so retry often.
+RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)]
 
 
 class UpstreamError(RuntimeError):
     """A modality service failed or is unreachable. Fusion turns it into a degradation."""
+
+
+class ModelUnloadedError(UpstreamError):
+    """The modality service answers but does not serve the model (NOT_FOUND: unloaded, or never
+    loaded). Reported as its own degradation; the policy's `failure.model_unloaded` says how it counts."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +87,7 @@ class _Payload:
     """One item's input for the upstream and the span of the request that queued it."""
 
     data: bytes
-    origin: Any
+    origin: SpanContext
 
     @property
     def nbytes(self) -> int:
@@ -108,17 +121,18 @@ class ModalityDispatcher:
 
     def __init__(self, modality: str, upstream: Upstream, *, input_name: str, output_names: Sequence[str],
                  max_message_bytes: int = 64 * 1024 * 1024, qos_classes: Sequence[QosClass] = DEFAULT_CLASSES,
-                 on_batch: Callable[[str, BatchRun], None] | None = None) -> None:
+                 on_batch: Callable[[str, BatchReport], None] | None = None,
+                 security: UpstreamSecurity = UpstreamSecurity()) -> None:
         self.modality = modality
         self.upstream = upstream
         self.limits = upstream.limits or ServingLimits()
         self._note = RateLimitedNote(log, 5.0)
         self.input_name = input_name
         self.output_names = tuple(output_names)
-        options = grpc_options(max_message_bytes)
+        options = [*grpc_options(max_message_bytes), *RECONNECT_OPTIONS]
         # One client per class (grpc.dscp is a per-channel option): index = class priority. With tracing on,
         # each has a second, uninstrumented channel for unsampled calls (upstream_client.py).
-        self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)])
+        self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)], security=security)
                          for qos in qos_classes]
         report = functools.partial(on_batch, modality) if on_batch is not None else None
         scheduling = upstream.scheduling
@@ -174,6 +188,9 @@ class ModalityDispatcher:
         except InferenceServerException:
             return []
         config = response.config
+        warm = config.parameters.get("warmup")
+        if warm is not None and not self.scheduler.cost.seeded:
+            self.scheduler.cost.seed(*parse_warmup(warm.string_value))
         versions = [(config.name, upstream.model_version or "1")]
         for key, value in sorted(config.parameters.items()):
             if key.startswith("file:"):
@@ -223,6 +240,8 @@ class ModalityDispatcher:
         message = str(error.message() or "")
         if status == "DEADLINE_EXCEEDED":
             return DeadlineExceededError(f"deadline exceeded in the {self.modality} service")
+        if status == "NOT_FOUND":
+            return ModelUnloadedError(f"{self.modality} service: model {self.upstream.model!r} not loaded (NOT_FOUND)")
         if status == "INVALID_ARGUMENT" or (status == "RESOURCE_EXHAUSTED"
                                             and any(marker in message for marker in _SIZE_MARKERS)):
             return _Refused(status, message)
@@ -238,6 +257,21 @@ def _item_error(modality: str, refused: _Refused) -> Exception:
     """The error of one item the upstream refused: its own status, with the service's (bounded) reason."""
     text = f"the {modality} service refused this input: {bounded(str(refused))}"
     return LimitExceededError(text) if refused.code == "RESOURCE_EXHAUSTED" else InvalidRequestError(text)
+
+
+def parse_warmup(value: str) -> tuple[int, float]:
+    """(items, seconds) from our services' ModelConfig `warmup` parameter ("items=1 seconds=0.160"; a
+    warm run of the model's warm-up, seeding the scheduler's batch cost); (0, 0.0) when malformed.
+
+    Example::
+
+        parse_warmup("items=17 seconds=0.512")   # (17, 0.512)
+    """
+    fields = dict(part.split("=", 1) for part in value.split() if "=" in part)
+    try:
+        return int(fields["items"]), float(fields["seconds"])
+    except (KeyError, ValueError):
+        return 0, 0.0
 
 
 def models_json(response: Any) -> str:

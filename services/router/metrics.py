@@ -21,25 +21,25 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from services.common.batch_loop import BatchReport
 from services.common.errors import DeadlineExceededError, LimitExceededError, QueueFullError
 from services.common.status import status_for
 from services.common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS
 from services.router.admission import OverQuotaError
 from services.router.fusion import Degradation
-from services.router.scheduler import BatchRun
 
 UNKNOWN = "unknown"
 NO_DECISION = "none"
 
 #: First match wins; checked against the upper-cased reason text of a degradation.
-_REASON_KINDS = (("DEADLINE", "deadline"), ("UNAVAILABLE", "unavailable"), ("FAILED TO CONNECT", "unavailable"),
+_REASON_KINDS = (("NOT LOADED", "model_unloaded"), ("UNAUTHENTICATED", "unauthenticated"), ("DEADLINE", "deadline"), ("UNAVAILABLE", "unavailable"), ("FAILED TO CONNECT", "unavailable"),
                  ("RESOURCE_EXHAUSTED", "overloaded"), ("QUEUE FULL", "overloaded"), ("OVERLOAD", "overloaded"),
                  ("MALFORMED", "malformed"), ("INVALID_ARGUMENT", "rejected"))
 
 
 def reason_kind(reason: str) -> str:
-    """A bounded label for a degradation's reason text: deadline, unavailable, overloaded (including
-    stages skipped under overload), malformed, rejected or error."""
+    """A bounded label for a degradation's reason text: model_unloaded, unauthenticated, deadline,
+    unavailable, overloaded (including stages skipped under overload), malformed, rejected or error."""
     upper = reason.upper()
     return next((kind for needle, kind in _REASON_KINDS if needle in upper), "error")
 
@@ -84,10 +84,10 @@ class RouterMetrics:
         self.upstream_model = Info("auditmesh_router_upstream_model", "A model behind an upstream and its version",
                                    ["upstream", "model"], registry=registry)
 
-    def record_batch(self, upstream: str, run: BatchRun) -> None:
+    def record_batch(self, upstream: str, report: BatchReport) -> None:
         """One batch the router sent to an upstream (its size and how long its oldest item queued)."""
-        self.batch_size.labels(upstream).observe(run.size)
-        self.batch_queue_wait.labels(upstream).observe(run.queue_wait_s)
+        self.batch_size.labels(upstream).observe(report.size)
+        self.batch_queue_wait.labels(upstream).observe(report.queue_wait_s)
 
     def record_item(self, tenant: str, qos_class: str, code: str, decision: str, timings_ms: Mapping[str, float],
                     total_s: float) -> None:
@@ -154,7 +154,7 @@ class PolicyVersionsCollector(Collector):
     Example::
 
         registry.register(PolicyVersionsCollector(lambda: runtime.snapshot.policy_versions()))
-        # auditmesh_router_policy_info{policy="default",version="2026-11-29.1"} 1.0
+        # auditmesh_router_policy_info{policy="default",version="2026-12-01.1"} 1.0
     """
 
     def __init__(self, versions: Callable[[], Mapping[str, str]]) -> None:

@@ -33,7 +33,9 @@ import numpy as np
 from PIL import Image
 
 from services.common.image_decode import ImageLimits
-from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.contracts import vision as contract
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
 from services.common.errors import InvalidInputError
 from services.common.serving.onnx_session import SessionOptions
 from services.vision.calibration import ScoreCalibration
@@ -80,9 +82,10 @@ class ImageSafetyModel:
     version: str = "1"
     platform: str = "auditmesh_vision_pipeline"
     max_batch_size: int = 16
-    inputs: Sequence[TensorSpec] = (TensorSpec(INPUT_NAME, "BYTES", (1,)),)
-    outputs: Sequence[TensorSpec] = (TensorSpec("SEXUAL", "FP32", (1,)), TensorSpec("VIOLENCE", "FP32", (1,)),
-                                     TensorSpec("DETAILS", "BYTES", (1,)), TensorSpec("ERROR", "BYTES", (1,)))
+    #: Images `warmup` runs: a batch of 1, then a full batch (kserve_servicer.measure_warm).
+    warmup_items: int = 1 + max_batch_size
+    inputs: Sequence[TensorSpec] = (contract.INPUT,)
+    outputs: Sequence[TensorSpec] = contract.OUTPUTS
 
     def __init__(self, repository_root: Path, session_options: SessionOptions, limits: ImageLimits = ImageLimits()) -> None:
         """Open both ONNX sessions; raise ModelNotFoundError or networks.RepositoryMismatchError if the

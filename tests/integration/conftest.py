@@ -16,8 +16,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from services.launcher import ROOT, Mesh, free_base_port, mesh_services
 from services.router.tenants import hash_key
 
-KEY_A, KEY_B = "test-key-tenant-a", "test-key-tenant-b"
-KEY_CHAT, KEY_FLOOD, KEY_LIMITED = "test-key-chat", "test-key-flood", "test-key-limited"
+from tests.stubs import KEY_A, KEY_B, KEY_CHAT, KEY_FLOOD, KEY_LIMITED
 
 
 

@@ -14,8 +14,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from services.launcher import Mesh
 from tests.fixtures.render import render_text_image
-from tests.integration.conftest import KEY_CHAT, KEY_FLOOD, KEY_LIMITED
-from tests.integration.test_moderation_e2e import item, moderate
+from tests.stubs import KEY_CHAT, KEY_FLOOD, KEY_LIMITED, item, moderate
 
 
 def retry_info(error: grpc.RpcError) -> error_details_pb2.RetryInfo | None:

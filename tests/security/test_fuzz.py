@@ -79,7 +79,7 @@ def outcome(call: grpc.UnaryUnaryMultiCallable, body: bytes, metadata: list[tupl
     try:
         call(body, metadata=metadata, timeout=15)
     except grpc.RpcError as error:
-        return error.code()  # type: ignore[no-any-return]
+        return error.code()
     return grpc.StatusCode.OK
 
 

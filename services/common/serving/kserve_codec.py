@@ -13,7 +13,7 @@ import numpy as np
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import deserialize_bytes_tensor, serialize_byte_tensor
 
-from services.common.serving.model_api import DATATYPES, TensorSpec
+from services.common.contracts.tensors import DATATYPES, TensorSpec
 from services.common.errors import InvalidInputError, LimitExceededError
 from services.common.serving.modality_config import ServingLimits
 

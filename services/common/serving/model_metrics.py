@@ -13,7 +13,7 @@ from typing import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from services.common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS
-from services.common.serving.batcher import BatchReport
+from services.common.batch_loop import BatchReport
 
 
 class ModelMetrics:

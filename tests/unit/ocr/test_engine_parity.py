@@ -45,13 +45,13 @@ def _engine_reads(params: dict[str, Any]) -> list[Any]:
 
 
 def test_matches_engine_recognising_one_line_per_run(batch_reads: list[tuple[list[str], list[float], np.ndarray]]) -> None:
-    for (texts, scores, polygons), result in zip(batch_reads, _engine_reads({"Rec.rec_batch_num": 1})):
+    for (texts, scores, polygons), result in zip(batch_reads, _engine_reads({"Rec.rec_batch_num": 1}), strict=True):
         assert texts == list(result.txts)
         assert (polygons == np.rint(result.boxes).astype(int)).all()
         assert np.allclose(scores, result.scores, atol=0.05)
 
 
 def test_matches_default_engine_up_to_spaces_next_to_cjk(batch_reads: list[tuple[list[str], list[float], np.ndarray]]) -> None:
-    for (texts, _scores, polygons), result in zip(batch_reads, _engine_reads({})):
+    for (texts, _scores, polygons), result in zip(batch_reads, _engine_reads({}), strict=True):
         assert [_squash_cjk_spaces(t) for t in texts] == [_squash_cjk_spaces(t) for t in result.txts]
         assert (polygons == np.rint(result.boxes).astype(int)).all()

@@ -1,4 +1,5 @@
-"""Shared fakes for the policy lifecycle tests: documents, a control over a temporary store, a clock."""
+"""Shared fakes for the policy lifecycle tests: documents, a control over a temporary store (and the
+fake clock of tests/stubs.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from services.router.control.canary import RollbackBounds
 from services.router.control.control import PolicyControl
 from services.router.control.store import SQLitePolicyStore
 from services.router.tenants import hash_key
+from tests.stubs import FakeClock as FakeClock  # re-exported; the clock lives with the shared fakes
 
 
 def policy_yaml(name: str, version: str, *, hate_block: float = 0.9, terms: Sequence[str] = (),
@@ -28,17 +30,6 @@ def tenants_yaml(tenants: Sequence[tuple[str, str, Sequence[str]]], version: str
     for tenant_id, key, policies in tenants:
         lines.append(f"  - {{id: {tenant_id}, api_key_sha256: {hash_key(key)}, policies: {list(policies)!r}}}")
     return "\n".join(lines) + "\n"
-
-
-@dataclass
-class FakeClock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass

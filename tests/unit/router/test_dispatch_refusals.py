@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from opentelemetry.trace import INVALID_SPAN_CONTEXT
 from tritonclient.utils import InferenceServerException
 
 from services.common.errors import InvalidRequestError, LimitExceededError
@@ -105,7 +106,7 @@ async def test_a_refused_batch_is_retried_item_by_item() -> None:
     client = FakeClient()
     text = dispatcher(client)
     deadline = time.monotonic() + 5
-    jobs = [Job(t, 1, 1.0, deadline, 0.0, _Payload(data, None)) for t, data in [("a", b"fine"), ("b", b"bad"), ("c", b"ok")]]
+    jobs = [Job(t, 1, 1.0, deadline, 0.0, _Payload(data, INVALID_SPAN_CONTEXT)) for t, data in [("a", b"fine"), ("b", b"bad"), ("c", b"ok")]]
     results = await text._run_batch(jobs)
     assert client.calls == [3, 1, 1, 1]
     assert isinstance(results[1], LimitExceededError)

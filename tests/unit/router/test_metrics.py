@@ -17,7 +17,7 @@ from services.router.admission import OverQuotaError
 from services.router.fusion import Degradation
 from services.router.metrics import (PolicyVersionsCollector, RouterMetrics, SchedulerCollector, reason_kind,
                                      shed_reason)
-from tests.unit.router.lifecycle_fakes import open_control, policy_yaml
+from tests.stubs import open_control, policy_yaml
 
 
 @pytest.mark.parametrize("reason, kind", [

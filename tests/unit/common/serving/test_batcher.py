@@ -1,0 +1,95 @@
+"""DynamicBatcher's own parts: its config checks and the Triton priority levels a submit carries.
+The loop's contract (triggers, cancellation, bounds, errors, draining, report) is in test_batch_loop.py,
+the level ordering itself in test_leveled_queue.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from services.common.serving.batcher import DEFAULT_PRIORITY, BatchingConfig, BatchReport, DynamicBatcher
+from tests.stubs import FakeClock, GatedBatchRun, settle
+
+
+def held(clock: FakeClock) -> GatedBatchRun[int]:
+    run: GatedBatchRun[int] = GatedBatchRun(clock, value_of=int)
+    run.release.clear()
+    return run
+
+
+async def test_urgent_priority_levels_go_first_and_an_unset_priority_is_the_default_level() -> None:
+    clock = FakeClock()
+    run = held(clock)
+    reports: list[BatchReport] = []
+    batcher: DynamicBatcher[int, Any] = DynamicBatcher(run, config=BatchingConfig(max_batch_size=3), clock=clock,
+                                                       on_batch=reports.append)
+    batcher.start()
+    busy = asyncio.create_task(batcher.submit([0]))  # occupies the only slot
+    await settle()
+    bulk = [asyncio.create_task(batcher.submit([i], priority=3)) for i in (31, 32)]
+    await settle()
+    clock.advance(0.001)
+    unset = asyncio.create_task(batcher.submit([20]))  # no priority: DEFAULT_PRIORITY (2)
+    default = asyncio.create_task(batcher.submit([21], priority=DEFAULT_PRIORITY))
+    await settle()
+    clock.advance(0.001)
+    realtime = [asyncio.create_task(batcher.submit([i], priority=1)) for i in (11, 12)]
+    await settle()
+    run.release.set()
+    await asyncio.gather(busy, *bulk, unset, default, *realtime)
+    assert run.batches == [[0], [11, 12, 20], [21, 31, 32]]
+    assert [report.top_priority for report in reports] == [DEFAULT_PRIORITY, 1, DEFAULT_PRIORITY]
+    await batcher.close()
+
+
+async def test_a_starving_level_goes_first_once_its_oldest_item_waited_the_limit() -> None:
+    clock = FakeClock()
+    run = held(clock)
+    batcher: DynamicBatcher[int, Any] = DynamicBatcher(
+        run, config=BatchingConfig(max_batch_size=2, starvation_limit_ms=100), clock=clock)
+    batcher.start()
+    busy = asyncio.create_task(batcher.submit([0]))
+    await settle()
+    old_bulk = asyncio.create_task(batcher.submit([30], priority=3))
+    await settle()
+    clock.advance(0.2)  # the bulk item has now waited 200 ms, over the 100 ms limit
+    realtime = [asyncio.create_task(batcher.submit([i], priority=1)) for i in (11, 12, 13)]
+    await settle()
+    run.release.set()
+    await asyncio.gather(busy, old_bulk, *realtime)
+    assert run.batches == [[0], [30, 11], [12, 13]]  # served before the realtime items that came after it
+    await batcher.close()
+
+
+async def test_without_starvation_the_same_bulk_item_waits_for_the_urgent_ones() -> None:
+    clock = FakeClock()
+    run = held(clock)
+    batcher: DynamicBatcher[int, Any] = DynamicBatcher(
+        run, config=BatchingConfig(max_batch_size=2, starvation_limit_ms=1000), clock=clock)
+    batcher.start()
+    busy = asyncio.create_task(batcher.submit([0]))
+    await settle()
+    old_bulk = asyncio.create_task(batcher.submit([30], priority=3))
+    await settle()
+    clock.advance(0.2)  # under the 1 s limit
+    realtime = [asyncio.create_task(batcher.submit([i], priority=1)) for i in (11, 12, 13)]
+    await settle()
+    run.release.set()
+    await asyncio.gather(busy, old_bulk, *realtime)
+    assert run.batches == [[0], [11, 12], [13, 30]]
+    await batcher.close()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_batch_size": 0}, "max_batch_size must be >= 1, got 0"),
+    ({"max_delay_ms": -1}, "max_delay_ms must be >= 0, got -1"),
+    ({"max_batch_size": 8, "max_queue": 4}, r"max_queue \(4\) must be >= max_batch_size \(8\)"),
+    ({"max_concurrency": 0}, "max_concurrency must be >= 1, got 0"),
+    ({"starvation_limit_ms": 0}, "starvation_limit_ms must be > 0, got 0"),
+    ({"inline_max_batch_size": -1}, "inline_max_batch_size must be >= 0"),
+])
+def test_bad_settings_are_rejected_with_the_field_name(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        BatchingConfig(**kwargs)

@@ -1,0 +1,129 @@
+"""Hot model reload with fakes: load beside the old, verify, warm up, switch, drain the old; a failed
+load keeps the old version serving; unload; index states."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pytest
+
+from services.common.errors import NotFoundError
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
+from services.common.serving.model_lifecycle import ModelLifecycle, ModelLoadError, models_parameter, next_version
+
+
+@dataclass
+class FakeModel:
+    name: str = "text_moderation"
+    version: str = "1"
+    platform: str = "fake"
+    max_batch_size: int = 4
+    inputs: Sequence[TensorSpec] = (TensorSpec("TEXT", "BYTES", (1,)),)
+    outputs: Sequence[TensorSpec] = (TensorSpec("SCORE", "FP32", (1,)),)
+    files: Sequence[ModelFile] = ()
+    warmup_error: str = ""
+    warmed: bool = False
+
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"SCORE": np.zeros((len(inputs["TEXT"]), 1), np.float32)}
+
+    def warmup(self) -> None:
+        if self.warmup_error:
+            raise RuntimeError(self.warmup_error)
+        self.warmed = True
+
+    def model_files(self) -> Sequence[ModelFile]:
+        return self.files
+
+
+@dataclass
+class FakeRunner:
+    model: FakeModel
+    events: list[str] = field(default_factory=list)
+
+    async def close(self) -> None:
+        self.events.append(f"closed {self.model.version}")
+
+
+class Repository:
+    """What the next load builds (or the error it raises)."""
+
+    def __init__(self) -> None:
+        self.next: FakeModel | Exception = FakeModel()
+        self.events: list[str] = []
+
+    def load(self, name: str) -> FakeModel:
+        if isinstance(self.next, Exception):
+            raise self.next
+        return self.next
+
+    def start(self, model: FakeModel) -> FakeRunner:
+        self.events.append(f"started {model.version}")
+        return FakeRunner(model, self.events)
+
+
+def lifecycle(repository: Repository) -> tuple[ModelLifecycle[FakeRunner], dict[str, FakeRunner]]:
+    runners = {"text_moderation": FakeRunner(FakeModel(), repository.events)}
+    return ModelLifecycle(runners, load=repository.load, start=repository.start), runners  # type: ignore[arg-type]
+
+
+async def test_load_warms_switches_then_drains_the_old_version() -> None:
+    repository = Repository()
+    models, runners = lifecycle(repository)
+    new = FakeModel(files=(ModelFile("toxicity_en", "2", "/nonexistent"),))
+    repository.next = new
+    assert await models.load("text_moderation") == "2"
+    assert runners["text_moderation"].model is new and new.warmed
+    assert repository.events == ["started 2", "closed 1"]  # switch first, then drain and unload the old
+    assert await models.load("text_moderation", "2026-12-01") == "2026-12-01"
+    assert [(s.name, s.version, s.state) for s in models.index()] == [("text_moderation", "2026-12-01", "READY")]
+
+
+@pytest.mark.parametrize("failure, message", [
+    (RuntimeError("[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Load model from m.onnx failed"), "INVALID_PROTOBUF"),
+    ("warmup", "warm-up produced NaN"),
+])
+async def test_failed_load_keeps_the_old_version(failure: Exception | str, message: str) -> None:
+    repository = Repository()
+    models, runners = lifecycle(repository)
+    old = runners["text_moderation"]
+    repository.next = FakeModel(warmup_error="warm-up produced NaN") if failure == "warmup" else failure  # type: ignore[assignment]
+    with pytest.raises(ModelLoadError) as caught:
+        await models.load("text_moderation")
+    assert message in str(caught.value) and "(version 1 still serving)" in str(caught.value)
+    assert runners["text_moderation"] is old and repository.events == []
+    [state] = models.index()
+    assert state.state == "READY" and state.version == "1" and message in state.reason
+
+
+async def test_a_file_that_does_not_match_its_checksum_is_rejected(tmp_path: Path) -> None:
+    repository = Repository()
+    models, runners = lifecycle(repository)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"tampered")
+    repository.next = FakeModel(files=(ModelFile("toxicity_en", "2", str(path), hashlib.sha256(b"original").hexdigest()),))
+    with pytest.raises(ModelLoadError, match="SHA-256 .* does not match the repository's"):
+        await models.load("text_moderation")
+    assert runners["text_moderation"].model.version == "1"
+
+
+async def test_unload_and_unknown_models() -> None:
+    repository = Repository()
+    models, runners = lifecycle(repository)
+    with pytest.raises(NotFoundError, match="unknown model 'ocr'"):
+        await models.load("ocr")
+    await models.unload("text_moderation")
+    assert not runners and repository.events == ["closed 1"]
+    assert [(s.state, s.reason) for s in models.index()] == [("UNAVAILABLE", "unloaded")]
+    assert await models.load("text_moderation") == "2"
+
+
+def test_versions_and_response_parameter() -> None:
+    assert (next_version("1"), next_version("2026-12-01")) == ("2", "2026-12-01.1")
+    model = FakeModel(files=(ModelFile("toxicity_en", "3", "p"),))
+    assert models_parameter(model) == '[["text_moderation", "1"], ["toxicity_en", "3"]]'
