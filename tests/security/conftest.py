@@ -8,7 +8,7 @@ The model repository must have been built (`make models`; `make test` does it). 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import grpc
 import pytest
@@ -62,10 +62,23 @@ def stub(router_channel: grpc.Channel) -> pb_grpc.ModerationServiceStub:
     return pb_grpc.ModerationServiceStub(router_channel)
 
 
+class WithMetadata(grpc.UnaryUnaryClientInterceptor):
+    """Adds fixed call metadata (the mesh's internal secret) to every unary call."""
+
+    def __init__(self, metadata: list[tuple[str, str]]) -> None:
+        self._metadata = metadata
+
+    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        metadata = [*(details.metadata or ()), *self._metadata]
+        return continuation(details._replace(metadata=metadata), request)
+
+
 @pytest.fixture(scope="session")
 def text_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
+    """The text service's port with the mesh's internal secret on every call, as the router calls it:
+    what is tested is what an insider (or a leaked secret) could send."""
     with grpc.insecure_channel(mesh.address("text"), options=CHANNEL_OPTIONS) as channel:
-        yield channel
+        yield grpc.intercept_channel(channel, WithMetadata(mesh.internal_metadata()))
 
 
 @pytest.fixture(scope="session")
