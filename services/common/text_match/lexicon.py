@@ -284,9 +284,15 @@ class Lexicon:
         for hit in find_rules(haystack, self._rules):
             if hit.rule.needs_target and not context.is_addressed():
                 continue
+            if hit.end - hit.start <= _SHORT_RULE_HIT and context.straddles(hit.start, hit.end):
+                continue  # a short literal hit (鸡巴 in 烤鸡|巴西) gets the same boundary check as a word
             for category in hit.rule.categories:
                 keep(category, f"rule:{hit.rule.id}", hit.rule.severity, f"rule:{hit.rule.id}", hit.rule.max_action,
                      hit.start, hit.end)
+
+
+#: rule hits this short (code points) must not cut a segmented word, like lexicon terms
+_SHORT_RULE_HIT = 3
 
 
 class _Context:
@@ -308,6 +314,14 @@ class _Context:
         """True when a context rule (reporting, quoting, medicine...) says the hit is no attack."""
         return bool(self._contexts) and suppressing_context(
             self._haystack, category, severity, start, end, self._contexts) is not None
+
+    def straddles(self, start: int, end: int) -> bool:
+        """True when a CJK hit on [start, end) begins or ends inside a segmented word."""
+        if not any(_is_cjk(c) for c in self._haystack[start:end]):
+            return False
+        if self._spans is None:
+            self._spans = word_spans(self._haystack)
+        return cuts_word(self._spans, start, end)
 
     def rejects(self, entry: LexiconEntry, start: int, end: int) -> bool:
         """True when a hit of `entry` on [start, end) is a straddle or lacks a needed target."""

