@@ -34,6 +34,7 @@ from services.common.taxonomy import is_custom_category
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.scripts import is_word_char
 from services.common.text_match.zh_contact import contact_spans
+from services.common.text_match.zh_clauses import clause_normalize
 from services.common.text_match.zh_context import ContextRule, addressed, load_contexts, suppressing_context
 from services.common.text_match.zh_pinyin import StartIndex, find_pinyin, term_syllables
 from services.common.text_match.zh_rules import Rule, find_rules, load_rules
@@ -241,15 +242,25 @@ class Lexicon:
             if variant is not None:
                 views.append(variant)
         for view in views:
-            self._find_in(view, best)
+            self._find_in(view, best, words=True, rules=True)
+        if self._rules:  # rules also see clause punctuation (zh_clauses.py), which normalize() folds away
+            clauses = clause_normalize(text.original)
+            clause_views = [clauses]
+            clause_variant = variant_view(clauses, clause_normalize)
+            if clause_variant is not None:
+                clause_views.append(clause_variant)
+            for view in clause_views:
+                self._find_in(view, best, words=False, rules=True)
         if self._contact_rule:
             for first, last in contact_spans(text.original):
                 best.setdefault(("spam", first, last), Match("spam", "rule:zh-contact", 2, first, last,
                                                              text.original[first:last], "rule:zh-contact"))
         return sorted(best.values(), key=lambda m: (m.start, m.end, m.category))
 
-    def _find_in(self, text: NormalizedText, best: dict[tuple[str, int, int], Match]) -> None:
-        """Add the hits in one view of the text to `best` (keyed by category and original span)."""
+    def _find_in(self, text: NormalizedText, best: dict[tuple[str, int, int], Match], *,
+                 words: bool, rules: bool) -> None:
+        """Add the hits in one view of the text to `best` (keyed by category and original span):
+        listed words (automaton and pinyin) when `words`, phrase rules when `rules`."""
         haystack = text.text
         context = _Context(haystack, self._contexts)
 
@@ -268,7 +279,7 @@ class Lexicon:
             if not context.rejects(entry, start, end):
                 keep(entry.category, term, entry.severity, entry.source, entry.max_action, start, end)
 
-        if len(self._automaton):
+        if words and len(self._automaton):
             for last, pattern in self._automaton.iter(haystack):
                 start = last - len(pattern.term) + 1
                 if pattern.bounded_left and start > 0 and is_word_char(haystack[start - 1]):
@@ -277,11 +288,11 @@ class Lexicon:
                     continue
                 for entry in pattern.entries:
                     keep_entry(entry, pattern.term, start, last + 1)
-        starts = StartIndex(haystack) if self._phonetic else None
-        for syllables, entry in self._phonetic:
+        starts = StartIndex(haystack) if self._phonetic and words else None
+        for syllables, entry in self._phonetic if words else ():
             for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
                 keep_entry(entry, normalize(entry.term).text, start, end)
-        for hit in find_rules(haystack, self._rules):
+        for hit in find_rules(haystack, self._rules) if rules else ():
             if hit.rule.needs_target and not context.is_addressed():
                 continue
             if hit.end - hit.start <= _SHORT_RULE_HIT and context.straddles(hit.start, hit.end):

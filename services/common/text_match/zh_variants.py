@@ -34,6 +34,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from services.common.text_match.normalize import NormalizedText, normalize
 
@@ -75,8 +76,12 @@ def _first_chars() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(k[0] for k in symbols), frozenset(k[0] for k in _pairs())
 
 
-def variant_view(text: NormalizedText) -> NormalizedText | None:
-    """The variant view of `text` (see the module docstring), or None when it equals `text`."""
+def variant_view(text: NormalizedText,
+                 renormalise: Callable[[str], NormalizedText] = normalize) -> NormalizedText | None:
+    """The variant view of `text` (see the module docstring), or None when it equals `text`.
+
+    `renormalise` is the function that made `text` (normalize, or zh_clauses.clause_normalize for
+    the clause view): emoji are replaced in the original, which is then normalised again."""
     symbol_starts, pair_starts = _first_chars()
     original = text.original
     has_symbol = any(c in symbol_starts for c in original)
@@ -87,7 +92,7 @@ def variant_view(text: NormalizedText) -> NormalizedText | None:
         return None
     if has_symbol:
         mapped, source = _map_symbols(original)
-        renormalised = normalize(mapped)
+        renormalised = renormalise(mapped)
         chars = list(renormalised.text)
         starts = [source[i][0] for i in renormalised.offsets]
         ends = [source[i][1] for i in renormalised.offsets]
