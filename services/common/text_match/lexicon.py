@@ -35,7 +35,8 @@ from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.scripts import is_word_char
 from services.common.text_match.zh_contact import contact_spans
 from services.common.text_match.zh_clauses import clause_normalize
-from services.common.text_match.zh_context import ContextRule, addressed, load_contexts, suppressing_context
+from services.common.text_match.zh_context import (ContextRule, addressed, load_contexts, quoted_in_view,
+                                                   suppressing_context)
 from services.common.text_match.zh_pinyin import StartIndex, find_pinyin, term_syllables
 from services.common.text_match.zh_rules import Rule, find_rules, load_rules
 from services.common.text_match.zh_segment import cuts_word, word_spans
@@ -262,7 +263,7 @@ class Lexicon:
         """Add the hits in one view of the text to `best` (keyed by category and original span):
         listed words (automaton and pinyin) when `words`, phrase rules when `rules`."""
         haystack = text.text
-        context = _Context(haystack, self._contexts)
+        context = _Context(haystack, self._contexts, text)
 
         def keep(category: str, term: str, severity: int, source: str, max_action: str | None,
                  start: int, end: int) -> None:
@@ -309,9 +310,12 @@ _SHORT_RULE_HIT = 3
 class _Context:
     """Per-text context checks, computed lazily (most texts need neither segmentation nor target)."""
 
-    def __init__(self, haystack: str, contexts: tuple[ContextRule, ...] = ()) -> None:
+    def __init__(self, haystack: str, contexts: tuple[ContextRule, ...] = (),
+                 view: NormalizedText | None = None) -> None:
         self._haystack = haystack
         self._contexts = contexts
+        self._view = view
+        self._quoted: list[tuple[int, int]] | None = None
         self._spans: list[tuple[int, int]] | None = None
         self._addressed: bool | None = None
 
@@ -323,8 +327,12 @@ class _Context:
 
     def suppressed(self, category: str, severity: int, start: int, end: int) -> bool:
         """True when a context rule (reporting, quoting, medicine...) says the hit is no attack."""
-        return bool(self._contexts) and suppressing_context(
-            self._haystack, category, severity, start, end, self._contexts) is not None
+        if not self._contexts:
+            return False
+        if self._quoted is None:  # quotation marks between Han characters are folded away: use the original
+            self._quoted = quoted_in_view(self._view.original, self._view.offsets) if self._view else []
+        return suppressing_context(self._haystack, category, severity, start, end, self._contexts, self._quoted,
+                                   self._view.original if self._view else "") is not None
 
     def straddles(self, start: int, end: int) -> bool:
         """True when a CJK hit on [start, end) begins or ends inside a segmented word."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ADDRESSEES_PATH", "CONTEXTS_PATH", "ContextRule", "addressed", "load_contexts", "parse_contexts",
-           "quoted_spans", "suppressing_context"]
+           "quoted_in_view", "quoted_spans", "suppressing_context"]
 
 ADDRESSEES_PATH = Path(__file__).resolve().parent / "data" / "zh_addressees.json"
 
@@ -68,8 +68,11 @@ class ContextRule:
     examples: tuple[tuple[str, str], ...]
 
     def applies(self, haystack: str, category: str, severity: int, start: int, end: int,
-                quoted: list[tuple[int, int]]) -> bool:
-        """True when this context suppresses a hit of `category`/`severity` on [start, end)."""
+                quoted: list[tuple[int, int]], original: str = "") -> bool:
+        """True when this context suppresses a hit of `category`/`severity` on [start, end).
+
+        `quoted` are the quoted spans in `haystack` coordinates; `text` is also looked for in the
+        `original` text, because normalisation drops punctuation such as 《》 between Han characters."""
         if category not in self.suppresses or severity > self.max_severity:
             return False
         if self.inside_quotes and not any(s <= start and end <= e for s, e in quoted):
@@ -78,7 +81,8 @@ class ContextRule:
             return False
         if self.after is not None and not self.after.search(haystack[end:end + self.window]):
             return False
-        return self.text is None or self.text.search(haystack) is not None
+        return self.text is None or self.text.search(haystack) is not None or (
+            bool(original) and self.text.search(original.lower()) is not None)
 
 
 _KINDS = ("affection", "comparison", "medical", "legal_report", "quotation", "education", "counter_speech",
@@ -145,8 +149,13 @@ def quoted_spans(text: str) -> list[tuple[int, int]]:
 
 
 def suppressing_context(haystack: str, category: str, severity: int, start: int, end: int,
-                        contexts: tuple[ContextRule, ...]) -> ContextRule | None:
+                        contexts: tuple[ContextRule, ...], quoted: list[tuple[int, int]] | None = None,
+                        original: str = "") -> ContextRule | None:
     """The first context rule that suppresses a hit on [start, end) of `haystack`, or None.
+
+    `quoted`: the quoted spans in `haystack` coordinates (by default found in `haystack` itself;
+    pass them when the haystack is normalised text whose quotation marks were folded away, see
+    `quoted_in_view`); `original`: the text as sent, also searched by `text` conditions.
 
     Example::
 
@@ -154,10 +163,26 @@ def suppressing_context(haystack: str, category: str, severity: int, start: int,
         >>> rule is not None
         True
     """
-    quoted: list[tuple[int, int]] | None = None
     for rule in contexts:
         if rule.inside_quotes and quoted is None:
             quoted = quoted_spans(haystack)
-        if rule.applies(haystack, category, severity, start, end, quoted or []):
+        if rule.applies(haystack, category, severity, start, end, quoted or [], original):
             return rule
     return None
+
+
+def quoted_in_view(original: str, offsets: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The quoted spans of `original`, as spans of a normalised view with per-character `offsets`."""
+    inside = quoted_spans(original)
+    if not inside:
+        return []
+    spans: list[tuple[int, int]] = []
+    run_start = -1
+    for index, offset in enumerate([*offsets, -1]):
+        quoted = offset >= 0 and any(s <= offset < e for s, e in inside)
+        if quoted and run_start < 0:
+            run_start = index
+        elif not quoted and run_start >= 0:
+            spans.append((run_start, index))
+            run_start = -1
+    return spans
