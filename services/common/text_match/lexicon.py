@@ -242,9 +242,10 @@ class Lexicon:
             variant = variant_view(text)
             if variant is not None:
                 views.append(variant)
+        chinese = any(_is_cjk(c) for c in text.text)  # the phrase rules are Chinese: skip them otherwise
         for view in views:
-            self._find_in(view, best, words=True, rules=True)
-        if self._rules:  # rules also see clause punctuation (zh_clauses.py), which normalize() folds away
+            self._find_in(view, best, words=True, rules=chinese)
+        if self._rules and chinese:  # rules also see clause punctuation (zh_clauses.py), which normalize() folds away
             clauses = clause_normalize(text.original)
             clause_views = [clauses]
             clause_variant = variant_view(clauses, clause_normalize)
@@ -305,6 +306,8 @@ class Lexicon:
 
 #: rule hits this short (code points) must not cut a segmented word, like lexicon terms
 _SHORT_RULE_HIT = 3
+#: characters of the original text around a hit that context rules' `text` conditions see
+_CONTEXT_SCOPE = 60
 
 
 class _Context:
@@ -331,8 +334,12 @@ class _Context:
             return False
         if self._quoted is None:  # quotation marks between Han characters are folded away: use the original
             self._quoted = quoted_in_view(self._view.original, self._view.offsets) if self._view else []
+        original = ""
+        if self._view is not None and self._view.text:
+            first, last = self._view.original_span(start, end)
+            original = self._view.original[max(0, first - _CONTEXT_SCOPE):last + _CONTEXT_SCOPE].lower()
         return suppressing_context(self._haystack, category, severity, start, end, self._contexts, self._quoted,
-                                   self._view.original if self._view else "") is not None
+                                   original) is not None
 
     def straddles(self, start: int, end: int) -> bool:
         """True when a CJK hit on [start, end) begins or ends inside a segmented word."""

@@ -51,7 +51,7 @@ class ContextRule:
     """A context in which hits of some categories are not attacks (reporting, quoting, medicine...).
 
     A hit is suppressed when its category is in `suppresses`, its severity is at most `max_severity`
-    and every condition given holds: `text` occurs anywhere in the text, `before` matches the
+    and every condition given holds: `text` occurs within `scope` characters of the hit, `before` matches the
     `window` characters before the hit (anchor it with `$`), `after` matches the `window` characters
     after it (anchor it with `^`), `inside_quotes`: the hit lies inside quotation marks.
     """
@@ -66,13 +66,17 @@ class ContextRule:
     inside_quotes: bool
     window: int
     examples: tuple[tuple[str, str], ...]
+    #: how far (characters) around the hit a `text` condition looks
+    scope: int = 60
 
     def applies(self, haystack: str, category: str, severity: int, start: int, end: int,
                 quoted: list[tuple[int, int]], original: str = "") -> bool:
         """True when this context suppresses a hit of `category`/`severity` on [start, end).
 
-        `quoted` are the quoted spans in `haystack` coordinates; `text` is also looked for in the
-        `original` text, because normalisation drops punctuation such as 《》 between Han characters."""
+        `quoted` are the quoted spans in `haystack` coordinates. `text` is looked for within `scope`
+        characters around the hit (the sentence it is in, not a distant part of a long text), and in
+        `original`, the same neighbourhood of the text as sent (normalisation drops punctuation such
+        as 《》 between Han characters)."""
         if category not in self.suppresses or severity > self.max_severity:
             return False
         if self.inside_quotes and not any(s <= start and end <= e for s, e in quoted):
@@ -81,8 +85,10 @@ class ContextRule:
             return False
         if self.after is not None and not self.after.search(haystack[end:end + self.window]):
             return False
-        return self.text is None or self.text.search(haystack) is not None or (
-            bool(original) and self.text.search(original.lower()) is not None)
+        if self.text is None:
+            return True
+        near = haystack[max(0, start - self.scope):end + self.scope]
+        return self.text.search(near) is not None or (bool(original) and self.text.search(original) is not None)
 
 
 _KINDS = ("affection", "comparison", "medical", "legal_report", "quotation", "education", "counter_speech",
@@ -122,7 +128,7 @@ def parse_contexts(document: dict[str, Any], path: Path | str = "<contexts>") ->
             raw["id"], raw["kind"], frozenset(suppresses), int(raw.get("max_severity", 3)),
             _compile(raw.get("text"), f"{where}: text"), _compile(raw.get("before"), f"{where}: before"),
             _compile(raw.get("after"), f"{where}: after"), bool(raw.get("inside_quotes", False)),
-            int(raw.get("window", 8)), tuple((str(a), str(b)) for a, b in examples)))
+            int(raw.get("window", 8)), tuple((str(a), str(b)) for a, b in examples), int(raw.get("scope", 60))))
     return tuple(rules)
 
 
@@ -155,7 +161,8 @@ def suppressing_context(haystack: str, category: str, severity: int, start: int,
 
     `quoted`: the quoted spans in `haystack` coordinates (by default found in `haystack` itself;
     pass them when the haystack is normalised text whose quotation marks were folded away, see
-    `quoted_in_view`); `original`: the text as sent, also searched by `text` conditions.
+    `quoted_in_view`); `original`: the neighbourhood of the hit in the text as sent (lower-cased),
+    also searched by `text` conditions.
 
     Example::
 
@@ -176,10 +183,13 @@ def quoted_in_view(original: str, offsets: tuple[int, ...]) -> list[tuple[int, i
     inside = quoted_spans(original)
     if not inside:
         return []
+    marked = bytearray(len(original) + 1)
+    for start, end in inside:
+        marked[start:end] = b"\x01" * (end - start)
     spans: list[tuple[int, int]] = []
     run_start = -1
-    for index, offset in enumerate([*offsets, -1]):
-        quoted = offset >= 0 and any(s <= offset < e for s, e in inside)
+    for index, offset in enumerate([*offsets, len(original)]):
+        quoted = index < len(offsets) and marked[offset] == 1
         if quoted and run_start < 0:
             run_start = index
         elif not quoted and run_start >= 0:

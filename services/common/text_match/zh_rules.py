@@ -9,7 +9,9 @@ a frame with slots can: `{GROUP}(都是|全是){NEGATIVE}`. Rules are data (data
 * `rules`: each with `id`, `category` (one, or a list in `categories`), `severity` 1-3, `pattern`
   (a Python regular expression over the NORMALISED text, with `{NAME}` slots), and optionally
   `requires` (a pattern that must also occur somewhere in the text: an offer plus a contact for spam),
-  `unless` (a pattern that, found anywhere in the text, vetoes the rule), `needs_target` (only when
+  `unless` (a pattern that, found anywhere in the text, vetoes the rule), `starts_with` (slot names:
+  the pattern can only start where one of their values starts, so it is tried only there, found
+  with one Aho-Corasick pass; this keeps slot-initial rules cheap on long texts), `needs_target` (only when
   someone is addressed, zh_context.addressed) and `max_action` ("review": a weak signal that alone
   may at most send the text to review).
 
@@ -31,6 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import ahocorasick
+
 __all__ = ["RULES_PATH", "Rule", "RuleHit", "find_rules", "load_rules", "parse_rules"]
 
 RULES_PATH = Path(__file__).resolve().parent / "data" / "zh_rules.json"
@@ -51,6 +55,9 @@ class Rule:
     unless: re.Pattern[str] | None
     needs_target: bool
     max_action: str | None
+    #: when the pattern can only start where one of these literals starts (`starts_with` slots in
+    #: the data), an Aho-Corasick automaton over them; the pattern is then tried only there
+    starts: Any = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,33 @@ class RuleHit:
     rule: Rule
     start: int
     end: int
+
+
+def _trie_pattern(values: list[str]) -> str:
+    """An alternation of literals factored by common prefix (a trie), longest match first.
+
+    Python's regex engine tries every branch of a flat alternation at every position; a trie makes
+    the first step one character class, so positions where no value starts fail at once (a 5,000-
+    character text against a 200-value slot: tens of milliseconds -> well under one).
+    """
+    trie: dict[str, Any] = {}
+    for value in values:
+        node = trie
+        for char in value:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        optional = "" in node
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if optional:  # the value may end here; trying the longer values first keeps longest-match
+            return "(?:" + body + ")?" if len(branches) == 1 else body[:-1] + "|)"
+        return body
+
+    return "(?:" + emit(trie) + ")"
 
 
 def _expand(pattern: str, slots: dict[str, str], where: str) -> re.Pattern[str]:
@@ -86,8 +120,7 @@ def parse_rules(document: dict[str, Any], path: Path | str = "<rules>") -> tuple
             raise ValueError(f"{path}: slots.{name}: names are upper-case letters, digits and _")
         if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
             raise ValueError(f"{path}: slots.{name}: must be a non-empty list of non-empty strings")
-        ordered = sorted(set(values), key=lambda v: (-len(v), v))  # longest first: 东北人 before 东北
-        slots[name] = "(?:" + "|".join(re.escape(v) for v in ordered) + ")"
+        slots[name] = _trie_pattern(values)
     raw_macros = document.get("macros", {})
     if not isinstance(raw_macros, dict):
         raise ValueError(f"{path}: macros: must be an object of NAME -> pattern")
@@ -95,6 +128,7 @@ def parse_rules(document: dict[str, Any], path: Path | str = "<rules>") -> tuple
         if name in slots or not isinstance(body, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
             raise ValueError(f"{path}: macros.{name}: needs an unused upper-case name and a pattern string")
         slots[name] = "(?:" + _expand(body, slots, f"{path}: macros.{name}").pattern + ")"
+    literals = {name: values for name, values in raw_slots.items()}
     rules: list[Rule] = []
     seen: set[str] = set()
     for index, raw in enumerate(document.get("rules", [])):
@@ -118,8 +152,22 @@ def parse_rules(document: dict[str, Any], path: Path | str = "<rules>") -> tuple
             raw["id"], categories, severity, _expand(raw["pattern"], slots, f"{where}: pattern"),
             _expand(raw["requires"], slots, f"{where}: requires") if raw.get("requires") else None,
             _expand(raw["unless"], slots, f"{where}: unless") if raw.get("unless") else None,
-            bool(raw.get("needs_target", False)), max_action))
+            bool(raw.get("needs_target", False)), max_action,
+            _starts_automaton(raw.get("starts_with"), literals, where)))
     return tuple(rules)
+
+
+def _starts_automaton(names: Any, literals: dict[str, list[str]], where: str) -> Any:
+    if names is None:
+        return None
+    if not isinstance(names, list) or not names or any(n not in literals for n in names):
+        raise ValueError(f"{where}: starts_with: must list slot names, got {names!r}")
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)
+    for name in names:
+        for value in literals[name]:
+            automaton.add_word(value)
+    automaton.make_automaton()
+    return automaton
 
 
 @lru_cache(maxsize=4)
@@ -133,6 +181,9 @@ def find_rules(text: str, rules: tuple[Rule, ...]) -> list[RuleHit]:
     only across rules). `needs_target` is left to the caller, which knows the text's context."""
     hits: list[RuleHit] = []
     for rule in rules:
+        if rule.starts is not None:
+            hits.extend(_anchored(text, rule))
+            continue
         first = rule.pattern.search(text)
         if first is None:
             continue
@@ -144,4 +195,23 @@ def find_rules(text: str, rules: tuple[Rule, ...]) -> list[RuleHit]:
         for match in rule.pattern.finditer(text, first.end()):
             if match.end() > match.start():
                 hits.append(RuleHit(rule, match.start(), match.end()))
+    return hits
+
+
+def _anchored(text: str, rule: Rule) -> list[RuleHit]:
+    """Hits of a rule with `starts_with`: the pattern is tried only where a start literal begins."""
+    starts = sorted({end - length + 1 for end, length in rule.starts.iter(text)})
+    if not starts:
+        return []
+    if (rule.unless is not None and rule.unless.search(text)) or (rule.requires is not None and not rule.requires.search(text)):
+        return []
+    hits: list[RuleHit] = []
+    covered = -1
+    for start in starts:
+        if start < covered:
+            continue
+        match = rule.pattern.match(text, start)
+        if match is not None and match.end() > match.start():
+            hits.append(RuleHit(rule, match.start(), match.end()))
+            covered = match.end()
     return hits

@@ -116,7 +116,14 @@ def _map_symbols(original: str) -> tuple[str, list[tuple[int, int]]]:
     out: list[str] = []
     source: list[tuple[int, int]] = []
     position = 0
+    starts = _first_chars()[0]
     while position < len(visible):
+        if visible[position][1] not in starts:  # the common case: no symbol starts here
+            index, char = visible[position]
+            out.append(char)
+            source.append((index, index + 1))
+            position += 1
+            continue
         for length in range(min(longest, len(visible) - position), 0, -1):
             key = "".join(c for _, c in visible[position:position + length])
             replacement = symbols.get(key)
