@@ -26,8 +26,9 @@ CASES = [
 
 
 def _flagged(response: pb.ModerateResponse, name: str) -> bool:
-    result = next(c for c in response.categories if c.category == name)
-    return result.action in (pb.BLOCK, pb.REVIEW)
+    """A category the policy does not list appears in the response only when the lexicon hits it."""
+    result = next((c for c in response.categories if c.category == name), None)
+    return result is not None and result.action in (pb.BLOCK, pb.REVIEW)
 
 
 @pytest.mark.parametrize(("category", "harmful", "benign"), CASES, ids=[c[0] for c in CASES])
