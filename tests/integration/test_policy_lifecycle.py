@@ -28,6 +28,7 @@ from tritonclient.utils import InferenceServerException
 from services.common.serving.model_repository import sha256_of
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
+from services.text.server import repository_models as text_repository_models
 from tests.stubs import scrape
 
 ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo admin key
@@ -261,7 +262,7 @@ def _add_version(repository: Path, name: str, version: str, onnx: bytes) -> None
 
 async def test_text_model_reload_and_a_broken_file_keeps_the_old_version(tmp_path: Path) -> None:
     repository = tmp_path / "repository"
-    for name in ("toxicity_en", "spam_en"):
+    for name in text_repository_models():
         shutil.copytree(ROOT / "model_repository" / name, repository / name)
     text = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_MODEL_REPOSITORY": str(repository)})
     text.start_service("text")
