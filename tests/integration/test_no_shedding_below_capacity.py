@@ -23,7 +23,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from services.launcher import Mesh, free_base_port, mesh_services
 from services.router.dispatch import parse_warmup
 from tests.fixtures.render import render_text_image
-from tests.stubs import KEY_A, item
+from tests.stubs import KEY_A, MeshTritonClient, item
 
 IMAGES = 16
 DEADLINE_S = 2.0  # the router's default deadline, as in the report that filed the issue
@@ -40,7 +40,7 @@ def fresh_mesh(tenants_file: Path) -> Iterator[Mesh]:
 
 
 def warm_seconds_per_image(mesh: Mesh, service: str, model: str) -> float:
-    client = triton.InferenceServerClient(mesh.address(service))
+    client = MeshTritonClient(triton.InferenceServerClient(mesh.address(service)), mesh.internal_metadata())
     try:
         parameter = client.get_model_config(model).config.parameters["warmup"].string_value
     finally:
