@@ -34,7 +34,9 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
+
+import ahocorasick
 
 from services.common.text_match.normalize import NormalizedText, normalize
 
@@ -141,24 +143,41 @@ def _map_symbols(original: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), source
 
 
+@lru_cache(maxsize=1)
+def _pairs_automaton() -> Any:
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
+    for key, composed in _pairs().items():
+        automaton.add_word(key, composed)
+    automaton.make_automaton()
+    return automaton
+
+
 def _recompose(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
-    pairs = _pairs()
+    """Recompose split pairs left to right (a pair used up cannot start another): the pairs are found
+    with one Aho-Corasick pass, so a long text without any costs no per-character Python loop."""
+    found: list[tuple[int, str]] = []
+    free = 0
+    for last, composed in _pairs_automaton().iter("".join(chars)):  # ascending ends; every key has 2 chars
+        if last - 1 >= free:
+            found.append((last - 1, composed))
+            free = last + 1
+    if not found:
+        return chars, starts, ends
     out_c: list[str] = []
     out_s: list[int] = []
     out_e: list[int] = []
-    index = 0
-    while index < len(chars):
-        composed = pairs.get("".join(chars[index:index + 2])) if index + 1 < len(chars) else None
-        if composed is not None:
-            out_c.append(composed)
-            out_s.append(starts[index])
-            out_e.append(ends[index + 1])
-            index += 2
-        else:
-            out_c.append(chars[index])
-            out_s.append(starts[index])
-            out_e.append(ends[index])
-            index += 1
+    position = 0
+    for index, composed in found:
+        out_c.extend(chars[position:index])
+        out_s.extend(starts[position:index])
+        out_e.extend(ends[position:index])
+        out_c.append(composed)
+        out_s.append(starts[index])
+        out_e.append(ends[index + 1])
+        position = index + 2
+    out_c.extend(chars[position:])
+    out_s.extend(starts[position:])
+    out_e.extend(ends[position:])
     return out_c, out_s, out_e
 
 
