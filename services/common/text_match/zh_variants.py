@@ -89,7 +89,7 @@ def variant_view(text: NormalizedText,
     has_symbol = any(c in symbol_starts for c in original)
     has_pair = any(c in pair_starts for c in text.text)
     has_letters = _SPACED_LETTERS.search(text.text) is not None
-    has_word = _words_pattern().search(text.text) is not None
+    has_word = bool(_word_matches(text.text))
     if not (has_symbol or has_pair or has_letters or has_word):
         return None
     if has_symbol:
@@ -217,9 +217,37 @@ def _words_pattern() -> re.Pattern[str]:
     return re.compile("|".join(alternatives) or r"(?!)")
 
 
+@lru_cache(maxsize=1)
+def _keys_automaton() -> Any:
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)
+    for key in _words():
+        automaton.add_word(key)
+    automaton.make_automaton()
+    return automaton
+
+
+def _word_matches(text: str) -> list[re.Match[str]]:
+    """`_words_pattern().finditer(text)`, tried only where a key starts (one Aho-Corasick pass):
+    the alternation's look-arounds keep the regex engine from skipping ahead on its own, which made
+    a 5,000-character text cost milliseconds. A match can only start where one of its keys does,
+    and keys are non-empty, so trying those starts in order gives exactly finditer's matches."""
+    candidates = sorted({end - length + 1 for end, length in _keys_automaton().iter(text)}) if text else []
+    pattern = _words_pattern()
+    matches: list[re.Match[str]] = []
+    position = 0
+    for start in candidates:
+        if start < position:
+            continue
+        match = pattern.match(text, start)
+        if match is not None:
+            matches.append(match)
+            position = match.end()
+    return matches
+
+
 def _replace_words(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
     text = "".join(chars)
-    matches = list(_words_pattern().finditer(text))
+    matches = _word_matches(text)
     if not matches:
         return chars, starts, ends
     table = _words()
