@@ -40,29 +40,57 @@ def readings(char: str) -> frozenset[str]:
 
 
 def _is_latin(char: str) -> bool:
-    return "a" <= char <= "z"
+    return len(char) == 1 and "a" <= char <= "z"
 
 
 class StartIndex:
     """Where a match can start in one text: Han characters by reading, Latin word starts by letter.
 
     Built once per text, so each listed term only tries the few positions its first syllable can
-    start at (a long Latin-only text has none for most terms) instead of every position."""
+    start at (a long Latin-only text has none for most terms) instead of every position. Built from
+    the text's DISTINCT characters: positions are found (one regex scan) only for a syllable some
+    character of the text can be read as, so a long text costs a set of its characters, not a Python
+    loop over every one."""
 
     def __init__(self, text: str) -> None:
-        self.han: dict[str, list[int]] = {}
-        self.latin: dict[str, list[int]] = {}
-        for position, char in enumerate(text):
-            if _is_latin(char):
-                if position == 0 or not _is_latin(text[position - 1]):
-                    self.latin.setdefault(char, []).append(position)
-            else:
+        self._text = text
+        #: reading -> the text's Han characters with that reading
+        self._chars: dict[str, list[str]] = {}
+        for char in sorted(set(text)):
+            if not _is_latin(char):
                 for reading in readings(char):
-                    self.han.setdefault(reading, []).append(position)
+                    self._chars.setdefault(reading, []).append(char)
+        #: whether the text has a Han character with a known reading
+        self.han = bool(self._chars)
+        self._found: dict[str, list[int]] = {}  # syllable -> starts
+        self._latin: dict[str, list[int]] = {}  # letter -> starts of Latin runs
 
     def starts(self, syllable: str) -> list[int]:
         """Candidate start positions for a match whose first syllable is `syllable`, ascending."""
-        return sorted({*self.han.get(syllable, ()), *self.latin.get(syllable[:1], ())})
+        found = self._found.get(syllable)
+        if found is None:
+            positions = [p for char in self._chars.get(syllable, ()) for p in _occurrences(self._text, char)]
+            if _is_latin(syllable[:1]):
+                positions.extend(self._latin_starts(syllable[0]))
+            found = self._found[syllable] = sorted(positions)  # Han characters and letters never coincide
+        return found
+
+    def _latin_starts(self, letter: str) -> list[int]:
+        found = self._latin.get(letter)
+        if found is None:
+            text = self._text
+            found = self._latin[letter] = [p for p in _occurrences(text, letter)
+                                                 if p == 0 or not _is_latin(text[p - 1])]
+        return found
+
+
+def _occurrences(text: str, char: str) -> list[int]:
+    positions: list[int] = []
+    position = text.find(char)
+    while position >= 0:
+        positions.append(position)
+        position = text.find(char, position + 1)
+    return positions
 
 
 def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
