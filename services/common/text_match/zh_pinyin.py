@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from pypinyin import Style, lazy_pinyin, pinyin
@@ -39,6 +40,9 @@ def readings(char: str) -> frozenset[str]:
     return frozenset(r.lower() for group in result for r in group if r.isascii() and r.isalpha())
 
 
+_LATIN_RUN = re.compile("[a-z]+")
+
+
 def _is_latin(char: str) -> bool:
     return len(char) == 1 and "a" <= char <= "z"
 
@@ -48,22 +52,32 @@ class StartIndex:
 
     Built once per text, so each listed term only tries the few positions its first syllable can
     start at (a long Latin-only text has none for most terms) instead of every position. Built from
-    the text's DISTINCT characters: positions are found (one regex scan) only for a syllable some
-    character of the text can be read as, so a long text costs a set of its characters, not a Python
-    loop over every one."""
+    the text's DISTINCT characters: positions are found (str.find) only for a syllable some character
+    of the text can be read as, so a long text costs a set of its characters, not a Python loop
+    over every one."""
 
     def __init__(self, text: str) -> None:
         self._text = text
         #: reading -> the text's Han characters with that reading
         self._chars: dict[str, list[str]] = {}
-        for char in sorted(set(text)):
+        distinct = set(text)
+        for char in sorted(distinct):
             if not _is_latin(char):
                 for reading in readings(char):
                     self._chars.setdefault(reading, []).append(char)
         #: whether the text has a Han character with a known reading
         self.han = bool(self._chars)
+        self._letters = frozenset(c for c in distinct if _is_latin(c))
         self._found: dict[str, list[int]] = {}  # syllable -> starts
         self._latin: dict[str, list[int]] = {}  # letter -> starts of Latin runs
+        self._tokens: dict[tuple[str, int], dict[str, list[int]]] | None = None
+
+    def can_spell(self, syllables: tuple[str, ...], initials: bool) -> bool:
+        """False when some syllable has neither a Han character with that reading nor a Latin
+        spelling in the text (the syllable itself, or with `initials` its first letter): no span can
+        then sound like the term (a cheap test before matching)."""
+        return all(s in self._chars or not s or (s[:1] in self._letters if initials else s in self._text)
+                   for s in syllables)
 
     def starts(self, syllable: str) -> list[int]:
         """Candidate start positions for a match whose first syllable is `syllable`, ascending."""
@@ -74,6 +88,16 @@ class StartIndex:
                 positions.extend(self._latin_starts(syllable[0]))
             found = self._found[syllable] = sorted(positions)  # Han characters and letters never coincide
         return found
+
+    def tokens(self, letter: str, length: int) -> dict[str, list[int]]:
+        """The text's runs of Latin letters that start with `letter` and have `length` letters,
+        each with its start positions (ascending)."""
+        if self._tokens is None:
+            self._tokens = {}
+            for match in _LATIN_RUN.finditer(self._text):
+                token = match.group()
+                self._tokens.setdefault((token[0], len(token)), {}).setdefault(token, []).append(match.start())
+        return self._tokens.get((letter, length), {})
 
     def _latin_starts(self, letter: str) -> list[int]:
         found = self._latin.get(letter)
@@ -107,12 +131,31 @@ def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
         return []
     found: list[tuple[int, int]] = []
     index = index or StartIndex(text)
+    if not index.can_spell(syllables, initials):
+        return []
+    if not index.han and all(s.isascii() and s.isalpha() for s in syllables):
+        return _whole_tokens(syllables, initials, index)
     for start in index.starts(syllables[0]):
         end = _match_from(text, start, syllables, 0, initials)
         if end is not None and not (end < len(text) and _is_latin(text[end - 1]) and _is_latin(text[end])) \
                 and not _short_latin_in_latin_text(text, start, end, index):
             found.append((start, end))
     return found
+
+
+def _whole_tokens(syllables: tuple[str, ...], initials: bool, index: StartIndex) -> list[tuple[int, int]]:
+    """`find_pinyin` for a text without Han characters and a term spelled in letters: a match is
+    then a whole Latin token (it starts where a run of letters starts, cannot cross a non-letter and
+    must not end inside the run) of at least 3 letters, so each DISTINCT token of a plausible length
+    is tried once instead of every occurrence."""
+    spelled = sum(len(s) for s in syllables)
+    shortest = max(3, len(syllables) if initials else spelled)
+    found: list[tuple[int, int]] = []
+    for length in range(shortest, spelled + 1):
+        for token, positions in index.tokens(syllables[0][0], length).items():
+            if _match_from(token, 0, syllables, 0, initials) == length:
+                found.extend((p, p + length) for p in positions)
+    return sorted(found)
 
 
 def _short_latin_in_latin_text(text: str, start: int, end: int, index: StartIndex) -> bool:

@@ -46,6 +46,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 VARIANTS_PATH = DATA_DIR / "zh_variants.json"
 RECOMPOSE_PATH = DATA_DIR / "zh_recompose.json"
 _INVISIBLE = frozenset("\u200d\ufe0e\ufe0f")  # ZWJ and variation selectors inside emoji sequences
+_LETTER = re.compile("[a-z]")
 _SPACED_LETTERS = re.compile(r"(?<![a-z0-9])[a-z](?:[\s.\-_*#·|~^+/\\]{1,3}[a-z](?![a-z0-9]))+")
 
 
@@ -88,7 +89,7 @@ def variant_view(text: NormalizedText,
     original = text.original
     has_symbol = any(c in symbol_starts for c in original)
     has_pair = any(c in pair_starts for c in text.text)
-    has_letters = _SPACED_LETTERS.search(text.text) is not None
+    has_letters = _spaced_letters(text.text)
     has_word = bool(_word_matches(text.text))
     if not (has_symbol or has_pair or has_letters or has_word):
         return None
@@ -181,8 +182,16 @@ def _recompose(chars: list[str], starts: list[int], ends: list[int]) -> tuple[li
     return out_c, out_s, out_e
 
 
+def _spaced_letters(text: str) -> bool:
+    # the pattern starts with a look-behind, which keeps the regex engine from skipping ahead: a
+    # plain letter scan first makes a text without Latin letters (most Chinese) cost almost nothing
+    return _LETTER.search(text) is not None and _SPACED_LETTERS.search(text) is not None
+
+
 def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
     text = "".join(chars)
+    if not _spaced_letters(text):
+        return chars, starts, ends
     drop: set[int] = set()
     for match in _SPACED_LETTERS.finditer(text):
         drop.update(i for i in range(match.start(), match.end()) if not "a" <= text[i] <= "z")
