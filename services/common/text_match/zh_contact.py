@@ -8,7 +8,8 @@ per-character NFKC fold (so offsets stay exact and leet folding does not turn 52
 
 Example::
 
-    >>> [text[s:e] for s, e in (contact_spans(text := "加薇信 ab8866123"))]
+    >>> text = "加薇信 ab8866123"
+    >>> [text[s:e] for s, e in contact_spans(text)]
     ['薇信 ab8866123']
 """
 

@@ -15,13 +15,15 @@ a frame with slots can: `{GROUP}(都是|全是){NEGATIVE}`. Rules are data (data
   someone is addressed, zh_context.addressed) and `max_action` ("review": a weak signal that alone
   may at most send the text to review).
 
-Patterns are compiled once; `find_rules` runs each over the text (a few microseconds per rule on a
-chat line; bench/text_latency.py and bench/quality_zh.py --latency measure it).
+Patterns are compiled once; `find_rules` first finds, with one Aho-Corasick pass, which of the
+literals the rules need (zh_rule_literals.py) occur in the text, and searches only the rules whose
+needs are met: on a long text most rules are skipped without a regex search
+(bench/text_match_speed.py measures it).
 
 Example::
 
     >>> [(hit.rule.id, hit.start, hit.end) for hit in find_rules("我知道你住哪", load_rules())][:1]
-    [('vio-know-where-live', 0, 6)]
+    [('vio-located', 0, 6)]
 """
 
 from __future__ import annotations

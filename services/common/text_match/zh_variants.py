@@ -87,8 +87,8 @@ def variant_view(text: NormalizedText,
     the clause view): emoji are replaced in the original, which is then normalised again."""
     symbol_starts, pair_starts = _first_chars()
     original = text.original
-    has_symbol = any(c in symbol_starts for c in original)
-    has_pair = any(c in pair_starts for c in text.text)
+    has_symbol = not symbol_starts.isdisjoint(original)
+    has_pair = not pair_starts.isdisjoint(text.text)
     has_letters = _spaced_letters(text.text)
     has_word = bool(_word_matches(text.text))
     if not (has_symbol or has_pair or has_letters or has_word):
