@@ -30,6 +30,8 @@ _SPELLED_NUMBER = re.compile(rf"(?<!\d)\d(?:{_SEP}\d){{7,11}}(?!{_SEP}\d)")  # Q
 
 
 def _fold(text: str) -> str:
+    if text.isascii():  # NFKC leaves ASCII alone: skip the per-character pass (most long texts)
+        return text.lower().translate(_CN_DIGITS)
     return "".join(map(_fold_char, text)).translate(_CN_DIGITS)
 
 
