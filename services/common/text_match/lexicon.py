@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -242,7 +243,7 @@ class Lexicon:
             variant = variant_view(text)
             if variant is not None:
                 views.append(variant)
-        chinese = any(_is_cjk(c) for c in text.text)  # the phrase rules are Chinese: skip them otherwise
+        chinese = _CJK_CHAR.search(text.text) is not None  # the phrase rules are Chinese: skip them otherwise
         for view in views:
             self._find_in(view, best, words=True, rules=chinese)
         if self._rules and chinese:  # rules also see clause punctuation (zh_clauses.py), which normalize() folds away
@@ -362,6 +363,10 @@ class _Context:
 
 def _is_cjk(char: str) -> bool:
     return "\u3400" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff"
+
+
+#: the characters `_is_cjk` accepts, for a scan in C over a whole text
+_CJK_CHAR = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def _documents(path: Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -54,6 +54,8 @@ _TOKEN = re.compile(r"(?:[^\W_]|[@$!])+")
 _ASCII_LETTER = re.compile(r"[a-z]")
 _LEET_HINT = re.compile(r"[0-9@$!]")
 _REPEAT = re.compile(r"(.)\1{2,}")
+_TRIPLE = re.compile(r"(.)\1\1")
+_PURE_HAN = re.compile("[\u4e00-\u9fff]+")
 # Cheap tests that decide whether the slower separator pass can change anything.
 _CJK_HINT = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in CJK_RANGES) + "]")
 _SPELLED_HINT = re.compile(r"(?<![^\W_])[a-z][\W_]{1,3}[a-z][\W_]{1,3}[a-z](?![^\W_])")
@@ -127,6 +129,11 @@ def normalize(text: str) -> NormalizedText:
         >>> normalize("Sh1t, f.u.c.k and 傻＊逼").text
         'shit, fuck and 傻逼'
     """
+    if _PURE_HAN.fullmatch(text) and _simplified().keys().isdisjoint(text) and not _TRIPLE.search(text):
+        # fast path (clause views normalise hundreds of short clauses): unified Han characters that
+        # are already simplified fold to themselves and no step below changes such a text, unless a
+        # character repeats three times (step 5)
+        return NormalizedText(text, tuple(range(len(text))), text)
     folded, offsets = _fold_chars(text)
     folded, offsets = _collapse_spaces(folded, offsets)
     folded = _fold_leet(folded)

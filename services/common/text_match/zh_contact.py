@@ -8,7 +8,8 @@ per-character NFKC fold (so offsets stay exact and leet folding does not turn 52
 
 Example::
 
-    >>> [text[s:e] for s, e in (contact_spans(text := "加薇信 ab8866123"))]
+    >>> text = "加薇信 ab8866123"
+    >>> [text[s:e] for s, e in contact_spans(text)]
     ['薇信 ab8866123']
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 __all__ = ["contact_spans"]
 
@@ -30,11 +32,15 @@ _SPELLED_NUMBER = re.compile(rf"(?<!\d)\d(?:{_SEP}\d){{7,11}}(?!{_SEP}\d)")  # Q
 def _fold(text: str) -> str:
     if text.isascii():  # NFKC leaves ASCII alone: skip the per-character pass (most long texts)
         return text.lower().translate(_CN_DIGITS)
-    out = []
-    for char in text:
-        folded = unicodedata.normalize("NFKC", char).lower()
-        out.append(folded if len(folded) == 1 else char.lower())
-    return "".join(out).translate(_CN_DIGITS)
+    return "".join(map(_fold_char, text)).translate(_CN_DIGITS)
+
+
+@lru_cache(maxsize=65536)
+def _fold_char(char: str) -> str:
+    """One character NFKC-folded and lower-cased, kept as is when folding would change the length
+    (offsets stay exact). Cached: texts reuse few characters."""
+    folded = unicodedata.normalize("NFKC", char).lower()
+    return folded if len(folded) == 1 else char.lower()
 
 
 def contact_spans(text: str) -> list[tuple[int, int]]:

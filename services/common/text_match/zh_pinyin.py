@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from pypinyin import Style, lazy_pinyin, pinyin
@@ -39,30 +40,81 @@ def readings(char: str) -> frozenset[str]:
     return frozenset(r.lower() for group in result for r in group if r.isascii() and r.isalpha())
 
 
+_LATIN_RUN = re.compile("[a-z]+")
+
+
 def _is_latin(char: str) -> bool:
-    return "a" <= char <= "z"
+    return len(char) == 1 and "a" <= char <= "z"
 
 
 class StartIndex:
     """Where a match can start in one text: Han characters by reading, Latin word starts by letter.
 
     Built once per text, so each listed term only tries the few positions its first syllable can
-    start at (a long Latin-only text has none for most terms) instead of every position."""
+    start at (a long Latin-only text has none for most terms) instead of every position. Built from
+    the text's DISTINCT characters: positions are found (str.find) only for a syllable some character
+    of the text can be read as, so a long text costs a set of its characters, not a Python loop
+    over every one."""
 
     def __init__(self, text: str) -> None:
-        self.han: dict[str, list[int]] = {}
-        self.latin: dict[str, list[int]] = {}
-        for position, char in enumerate(text):
-            if _is_latin(char):
-                if position == 0 or not _is_latin(text[position - 1]):
-                    self.latin.setdefault(char, []).append(position)
-            else:
+        self._text = text
+        #: reading -> the text's Han characters with that reading
+        self._chars: dict[str, list[str]] = {}
+        distinct = set(text)
+        for char in sorted(distinct):
+            if not _is_latin(char):
                 for reading in readings(char):
-                    self.han.setdefault(reading, []).append(position)
+                    self._chars.setdefault(reading, []).append(char)
+        #: whether the text has a Han character with a known reading
+        self.han = bool(self._chars)
+        self._letters = frozenset(c for c in distinct if _is_latin(c))
+        self._found: dict[str, list[int]] = {}  # syllable -> starts
+        self._latin: dict[str, list[int]] = {}  # letter -> starts of Latin runs
+        self._tokens: dict[tuple[str, int], dict[str, list[int]]] | None = None
+
+    def can_spell(self, syllables: tuple[str, ...], initials: bool) -> bool:
+        """False when some syllable has neither a Han character with that reading nor a Latin
+        spelling in the text (the syllable itself, or with `initials` its first letter): no span can
+        then sound like the term (a cheap test before matching)."""
+        return all(s in self._chars or not s or (s[:1] in self._letters if initials else s in self._text)
+                   for s in syllables)
 
     def starts(self, syllable: str) -> list[int]:
         """Candidate start positions for a match whose first syllable is `syllable`, ascending."""
-        return sorted({*self.han.get(syllable, ()), *self.latin.get(syllable[:1], ())})
+        found = self._found.get(syllable)
+        if found is None:
+            positions = [p for char in self._chars.get(syllable, ()) for p in _occurrences(self._text, char)]
+            if _is_latin(syllable[:1]):
+                positions.extend(self._latin_starts(syllable[0]))
+            found = self._found[syllable] = sorted(positions)  # Han characters and letters never coincide
+        return found
+
+    def tokens(self, letter: str, length: int) -> dict[str, list[int]]:
+        """The text's runs of Latin letters that start with `letter` and have `length` letters,
+        each with its start positions (ascending)."""
+        if self._tokens is None:
+            self._tokens = {}
+            for match in _LATIN_RUN.finditer(self._text):
+                token = match.group()
+                self._tokens.setdefault((token[0], len(token)), {}).setdefault(token, []).append(match.start())
+        return self._tokens.get((letter, length), {})
+
+    def _latin_starts(self, letter: str) -> list[int]:
+        found = self._latin.get(letter)
+        if found is None:
+            text = self._text
+            found = self._latin[letter] = [p for p in _occurrences(text, letter)
+                                                 if p == 0 or not _is_latin(text[p - 1])]
+        return found
+
+
+def _occurrences(text: str, char: str) -> list[int]:
+    positions: list[int] = []
+    position = text.find(char)
+    while position >= 0:
+        positions.append(position)
+        position = text.find(char, position + 1)
+    return positions
 
 
 def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
@@ -79,6 +131,10 @@ def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
         return []
     found: list[tuple[int, int]] = []
     index = index or StartIndex(text)
+    if not index.can_spell(syllables, initials):
+        return []
+    if not index.han and all(s.isascii() and s.isalpha() for s in syllables):
+        return _whole_tokens(syllables, initials, index)
     first = syllables[0]
     for start in index.starts(first):
         if not initials and _is_latin(text[start]) and not text.startswith(first, start):
@@ -88,6 +144,21 @@ def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
                 and not _short_latin_in_latin_text(text, start, end, index):
             found.append((start, end))
     return found
+
+
+def _whole_tokens(syllables: tuple[str, ...], initials: bool, index: StartIndex) -> list[tuple[int, int]]:
+    """`find_pinyin` for a text without Han characters and a term spelled in letters: a match is
+    then a whole Latin token (it starts where a run of letters starts, cannot cross a non-letter and
+    must not end inside the run) of at least 3 letters, so each DISTINCT token of a plausible length
+    is tried once instead of every occurrence."""
+    spelled = sum(len(s) for s in syllables)
+    shortest = max(3, len(syllables) if initials else spelled)
+    found: list[tuple[int, int]] = []
+    for length in range(shortest, spelled + 1):
+        for token, positions in index.tokens(syllables[0][0], length).items():
+            if _match_from(token, 0, syllables, 0, initials) == length:
+                found.extend((p, p + length) for p in positions)
+    return sorted(found)
 
 
 def _short_latin_in_latin_text(text: str, start: int, end: int, index: StartIndex) -> bool:

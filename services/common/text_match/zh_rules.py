@@ -15,13 +15,15 @@ a frame with slots can: `{GROUP}(都是|全是){NEGATIVE}`. Rules are data (data
   someone is addressed, zh_context.addressed) and `max_action` ("review": a weak signal that alone
   may at most send the text to review).
 
-Patterns are compiled once; `find_rules` runs each over the text (a few microseconds per rule on a
-chat line; bench/text_latency.py and bench/quality_zh.py --latency measure it).
+Patterns are compiled once; `find_rules` first finds, with one Aho-Corasick pass, which of the
+literals the rules need (zh_rule_literals.py) occur in the text, and searches only the rules whose
+needs are met: on a long text most rules are skipped without a regex search
+(bench/text_match_speed.py measures it).
 
 Example::
 
     >>> [(hit.rule.id, hit.start, hit.end) for hit in find_rules("我知道你住哪", load_rules())][:1]
-    [('vio-know-where-live', 0, 6)]
+    [('vio-located', 0, 6)]
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import ahocorasick
+
+from services.common.text_match.zh_rule_literals import needs, satisfied
 
 __all__ = ["RULES_PATH", "Rule", "RuleHit", "find_rules", "load_rules", "parse_rules"]
 
@@ -58,6 +62,11 @@ class Rule:
     #: when the pattern can only start where one of these literals starts (`starts_with` slots in
     #: the data), an Aho-Corasick automaton over them; the pattern is then tried only there
     starts: Any = None
+    #: literal groups the pattern, `requires` and `unless` need before they can match
+    #: (zh_rule_literals.needs): a pattern whose needs are absent from the text is not searched
+    needs: tuple[frozenset[str], ...] = ()
+    requires_needs: tuple[frozenset[str], ...] = ()
+    unless_needs: tuple[frozenset[str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,12 +157,14 @@ def parse_rules(document: dict[str, Any], path: Path | str = "<rules>") -> tuple
         max_action = raw.get("max_action")
         if max_action not in _ACTIONS:
             raise ValueError(f"{where}: max_action: must be null or 'review', got {max_action!r}")
+        pattern = _expand(raw["pattern"], slots, f"{where}: pattern")
+        requires = _expand(raw["requires"], slots, f"{where}: requires") if raw.get("requires") else None
+        unless = _expand(raw["unless"], slots, f"{where}: unless") if raw.get("unless") else None
         rules.append(Rule(
-            raw["id"], categories, severity, _expand(raw["pattern"], slots, f"{where}: pattern"),
-            _expand(raw["requires"], slots, f"{where}: requires") if raw.get("requires") else None,
-            _expand(raw["unless"], slots, f"{where}: unless") if raw.get("unless") else None,
+            raw["id"], categories, severity, pattern, requires, unless,
             bool(raw.get("needs_target", False)), max_action,
-            _starts_automaton(raw.get("starts_with"), literals, where)))
+            _starts_automaton(raw.get("starts_with"), literals, where),
+            needs(pattern), needs(requires) if requires else (), needs(unless) if unless else ()))
     return tuple(rules)
 
 
@@ -176,20 +187,61 @@ def load_rules(path: Path = RULES_PATH) -> tuple[Rule, ...]:
     return parse_rules(json.loads(Path(path).read_text(encoding="utf-8")), path)
 
 
+class _Literals:
+    """The literals all rules of one rules tuple need, in one Aho-Corasick automaton (multi-character
+    ones; single characters are looked up in the text's character set)."""
+
+    __slots__ = ("automaton", "rules")
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        self.rules = rules  # held so that the id() key below cannot be reused by another tuple
+        longer = {s for rule in rules for groups in (rule.needs, rule.requires_needs, rule.unless_needs)
+                  for group in groups for s in group if len(s) > 1}
+        self.automaton: Any = None
+        if longer:
+            self.automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
+            for literal in sorted(longer):
+                self.automaton.add_word(literal, literal)
+            self.automaton.make_automaton()
+
+    def present(self, text: str) -> set[str]:
+        """The needed literals that occur in `text` (plus every character of it)."""
+        found = set(text)
+        if self.automaton is not None:
+            found.update(literal for _, literal in self.automaton.iter(text))
+        return found
+
+
+_LITERALS: dict[int, _Literals] = {}
+
+
+def _literals(rules: tuple[Rule, ...]) -> _Literals:
+    index = _LITERALS.get(id(rules))
+    if index is None or index.rules is not rules:
+        if len(_LITERALS) >= 16:  # a few rule sets per process (default, tests): bound it anyway
+            _LITERALS.clear()
+        index = _LITERALS[id(rules)] = _Literals(rules)
+    return index
+
+
 def find_rules(text: str, rules: tuple[Rule, ...]) -> list[RuleHit]:
     """Every rule hit in the normalised `text` (one per rule and start; overlapping starts allowed
-    only across rules). `needs_target` is left to the caller, which knows the text's context."""
+    only across rules). `needs_target` is left to the caller, which knows the text's context.
+
+    A rule whose pattern needs a literal absent from `text` (zh_rule_literals.py) is not searched:
+    on a long text most rules are decided by one Aho-Corasick pass instead of a regex search each."""
     hits: list[RuleHit] = []
+    present = _literals(rules).present(text) if rules else set()
     for rule in rules:
+        if not satisfied(rule.needs, present):
+            continue  # the pattern cannot match: same result as searching, without the search
         if rule.starts is not None:
-            hits.extend(_anchored(text, rule))
+            hits.extend(_anchored(text, rule, present))
             continue
         first = rule.pattern.search(text)
         if first is None:
             continue
-        if rule.unless is not None and rule.unless.search(text):
-            continue
-        if rule.requires is not None and not rule.requires.search(text):
+        if _vetoed(text, rule, present):
             continue
         hits.append(RuleHit(rule, first.start(), first.end()))
         for match in rule.pattern.finditer(text, first.end()):
@@ -198,12 +250,20 @@ def find_rules(text: str, rules: tuple[Rule, ...]) -> list[RuleHit]:
     return hits
 
 
-def _anchored(text: str, rule: Rule) -> list[RuleHit]:
+def _vetoed(text: str, rule: Rule, present: set[str]) -> bool:
+    """True when the rule's `unless` occurs in the text or its `requires` does not (each regex
+    searched only when the literals it needs are present)."""
+    if rule.unless is not None and satisfied(rule.unless_needs, present) and rule.unless.search(text):
+        return True
+    return rule.requires is not None and not (satisfied(rule.requires_needs, present) and rule.requires.search(text))
+
+
+def _anchored(text: str, rule: Rule, present: set[str]) -> list[RuleHit]:
     """Hits of a rule with `starts_with`: the pattern is tried only where a start literal begins."""
     starts = sorted({end - length + 1 for end, length in rule.starts.iter(text)})
     if not starts:
         return []
-    if (rule.unless is not None and rule.unless.search(text)) or (rule.requires is not None and not rule.requires.search(text)):
+    if _vetoed(text, rule, present):
         return []
     hits: list[RuleHit] = []
     covered = -1

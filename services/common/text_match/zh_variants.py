@@ -34,7 +34,9 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
+
+import ahocorasick
 
 from services.common.text_match.normalize import NormalizedText, normalize
 
@@ -44,6 +46,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 VARIANTS_PATH = DATA_DIR / "zh_variants.json"
 RECOMPOSE_PATH = DATA_DIR / "zh_recompose.json"
 _INVISIBLE = frozenset("\u200d\ufe0e\ufe0f")  # ZWJ and variation selectors inside emoji sequences
+_LETTER = re.compile("[a-z]")
 _SPACED_LETTERS = re.compile(r"(?<![a-z0-9])[a-z](?:[\s.\-_*#·|~^+/\\]{1,3}[a-z](?![a-z0-9]))+")
 
 
@@ -84,10 +87,10 @@ def variant_view(text: NormalizedText,
     the clause view): emoji are replaced in the original, which is then normalised again."""
     symbol_starts, pair_starts = _first_chars()
     original = text.original
-    has_symbol = any(c in symbol_starts for c in original)
-    has_pair = any(c in pair_starts for c in text.text)
-    has_letters = _SPACED_LETTERS.search(text.text) is not None
-    has_word = _words_pattern().search(text.text) is not None
+    has_symbol = not symbol_starts.isdisjoint(original)
+    has_pair = not pair_starts.isdisjoint(text.text)
+    has_letters = _spaced_letters(text.text)
+    has_word = bool(_word_matches(text.text))
     if not (has_symbol or has_pair or has_letters or has_word):
         return None
     if has_symbol:
@@ -141,29 +144,54 @@ def _map_symbols(original: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), source
 
 
+@lru_cache(maxsize=1)
+def _pairs_automaton() -> Any:
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY, ahocorasick.KEY_STRING)
+    for key, composed in _pairs().items():
+        automaton.add_word(key, composed)
+    automaton.make_automaton()
+    return automaton
+
+
 def _recompose(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
-    pairs = _pairs()
+    """Recompose split pairs left to right (a pair used up cannot start another): the pairs are found
+    with one Aho-Corasick pass, so a long text without any costs no per-character Python loop."""
+    found: list[tuple[int, str]] = []
+    free = 0
+    for last, composed in _pairs_automaton().iter("".join(chars)):  # ascending ends; every key has 2 chars
+        if last - 1 >= free:
+            found.append((last - 1, composed))
+            free = last + 1
+    if not found:
+        return chars, starts, ends
     out_c: list[str] = []
     out_s: list[int] = []
     out_e: list[int] = []
-    index = 0
-    while index < len(chars):
-        composed = pairs.get("".join(chars[index:index + 2])) if index + 1 < len(chars) else None
-        if composed is not None:
-            out_c.append(composed)
-            out_s.append(starts[index])
-            out_e.append(ends[index + 1])
-            index += 2
-        else:
-            out_c.append(chars[index])
-            out_s.append(starts[index])
-            out_e.append(ends[index])
-            index += 1
+    position = 0
+    for index, composed in found:
+        out_c.extend(chars[position:index])
+        out_s.extend(starts[position:index])
+        out_e.extend(ends[position:index])
+        out_c.append(composed)
+        out_s.append(starts[index])
+        out_e.append(ends[index + 1])
+        position = index + 2
+    out_c.extend(chars[position:])
+    out_s.extend(starts[position:])
+    out_e.extend(ends[position:])
     return out_c, out_s, out_e
+
+
+def _spaced_letters(text: str) -> bool:
+    # the pattern starts with a look-behind, which keeps the regex engine from skipping ahead: a
+    # plain letter scan first makes a text without Latin letters (most Chinese) cost almost nothing
+    return _LETTER.search(text) is not None and _SPACED_LETTERS.search(text) is not None
 
 
 def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
     text = "".join(chars)
+    if not _spaced_letters(text):
+        return chars, starts, ends
     drop: set[int] = set()
     for match in _SPACED_LETTERS.finditer(text):
         drop.update(i for i in range(match.start(), match.end()) if not "a" <= text[i] <= "z")
@@ -198,9 +226,37 @@ def _words_pattern() -> re.Pattern[str]:
     return re.compile("|".join(alternatives) or r"(?!)")
 
 
+@lru_cache(maxsize=1)
+def _keys_automaton() -> Any:
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)
+    for key in _words():
+        automaton.add_word(key)
+    automaton.make_automaton()
+    return automaton
+
+
+def _word_matches(text: str) -> list[re.Match[str]]:
+    """`_words_pattern().finditer(text)`, tried only where a key starts (one Aho-Corasick pass):
+    the alternation's look-arounds keep the regex engine from skipping ahead on its own, which made
+    a 5,000-character text cost milliseconds. A match can only start where one of its keys does,
+    and keys are non-empty, so trying those starts in order gives exactly finditer's matches."""
+    candidates = sorted({end - length + 1 for end, length in _keys_automaton().iter(text)}) if text else []
+    pattern = _words_pattern()
+    matches: list[re.Match[str]] = []
+    position = 0
+    for start in candidates:
+        if start < position:
+            continue
+        match = pattern.match(text, start)
+        if match is not None:
+            matches.append(match)
+            position = match.end()
+    return matches
+
+
 def _replace_words(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
     text = "".join(chars)
-    matches = list(_words_pattern().finditer(text))
+    matches = _word_matches(text)
     if not matches:
         return chars, starts, ends
     table = _words()

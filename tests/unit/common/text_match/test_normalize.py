@@ -134,3 +134,15 @@ def test_original_span_rejects_out_of_range() -> None:
 def test_normalized_text_validates_lengths() -> None:
     with pytest.raises(ValueError, match="offsets"):
         NormalizedText("ab", (0,), "ab")
+
+
+def test_pure_han_fast_path_relies_on_unified_han_folding_to_itself() -> None:
+    # normalize() returns a text of simplified unified Han characters as is; that is only right while
+    # every such character folds to itself (NFKC, case folding, t2s) and repeats still collapse
+    from services.common.text_match.normalize import _fold_char, _simplified
+
+    simplified = _simplified()
+    changed = [c for c in map(chr, range(0x4E00, 0xA000)) if c not in simplified and _fold_char(c) != c]
+    assert changed == []
+    assert normalize("哈哈哈好").text == "哈好"
+    assert normalize("說話").text == "说话"

@@ -1,0 +1,40 @@
+"""The default lexicon finds exactly what it found before the speed work, on every corpus row and on
+long texts made of 40 consecutive rows (golden digests: match_golden.py, data/match_golden.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
+from tests.unit.common.text_match import match_golden
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict[str, object]:
+    document: dict[str, object] = json.loads(match_golden.GOLDEN_PATH.read_text(encoding="utf-8"))
+    assert document["block_rows"] == match_golden.BLOCK_ROWS and document["digest_chars"] == match_golden.DIGEST_CHARS
+    return document
+
+
+@pytest.mark.parametrize("lang", match_golden.LANGS)
+def test_matches_equal_the_golden_digests(golden: dict[str, dict[str, list[str]]], lang: str) -> None:
+    lexicon = Lexicon.load(DEFAULT_LEXICON_PATH)
+    texts = match_golden.corpus_texts(lang)
+    expected = golden[lang]
+    assert len(expected["rows"]) == len(texts), "the corpus changed: regenerate the golden file (see match_golden.py)"
+    changed = [(i, t) for i, (t, want) in enumerate(zip(texts, expected["rows"]))
+               if match_golden.digest(lexicon, t) != want]
+    assert not changed, f"{len(changed)} {lang} rows match differently, first: {changed[:3]}"
+    long_texts = match_golden.blocks(texts, lang)
+    changed_blocks = [i for i, (t, want) in enumerate(zip(long_texts, expected["blocks"]))
+                      if match_golden.digest(lexicon, t) != want]
+    assert not changed_blocks, f"{lang} blocks of {match_golden.BLOCK_ROWS} rows match differently: {changed_blocks[:10]}"
+
+
+def test_the_digest_sees_a_changed_result(golden: dict[str, dict[str, list[str]]]) -> None:
+    # guards against a digest that ignores what it hashes: a harmful row and a benign one differ
+    lexicon = Lexicon.load(DEFAULT_LEXICON_PATH)
+    assert match_golden.digest(lexicon, "你个傻逼") != match_golden.digest(lexicon, "今天天气很好")
+    assert len(set(golden["zh"]["rows"])) > 1000
