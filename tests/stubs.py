@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from auditmesh.v1 import moderation_pb2 as pb
@@ -180,3 +181,23 @@ def open_control(tmp_path: Path, bounds: RollbackBounds = RollbackBounds()) -> t
     control = PolicyControl(SQLitePolicyStore(tmp_path / "store.sqlite"), default_bounds=bounds)
     control.import_files(files.policies_dir, files.tenants_file)
     return control, files
+
+
+# --- auditmesh.client fakes (tests/unit/client): a scripted ModerateBatch sender.
+class ScriptedBatchSend:
+    """An `auditmesh.client.autobatch.BatchSend` that records each call's items and answers with
+    `answer(items)` (default: "ok:<item>" per item); `gate`, when given, holds every call until set."""
+
+    def __init__(self, answer: Callable[[Sequence[object]], Sequence[object]] | None = None,
+                 gate: asyncio.Event | None = None) -> None:
+        self.calls: list[list[object]] = []
+        self.timeouts: list[float] = []
+        self._answer = answer or (lambda items: [f"ok:{item}" for item in items])
+        self._gate = gate
+
+    async def __call__(self, key: str, items: Sequence[object], timeout_s: float, /) -> Sequence[object]:
+        self.calls.append(list(items))
+        self.timeouts.append(timeout_s)
+        if self._gate is not None:
+            await self._gate.wait()
+        return self._answer(items)
