@@ -41,14 +41,16 @@ class AsyncClient:
     (default $AUDITMESH_API_KEY), `timeout_s` (deadline of each call, retries included, unless a call
     gives its own), `linger_ms` (how long a single item may wait for others to share its batch),
     `max_batch_items` (at most the router's `limits.max_batch_items`, 128 as shipped), `batching`
-    (False: one `Moderate` call per `moderate`), `retry` (a RetryPolicy), `channel_options`.
-    Or pass a ready `config=ClientConfig(...)`.
+    (False: one `Moderate` call per `moderate`), `retry` (a RetryPolicy), `channel_options`,
+    `interceptors` (grpc.aio client interceptors, e.g. tracing, on every channel). Or pass a ready
+    `config=ClientConfig(...)`.
     """
 
     def __init__(self, addresses: str | Sequence[str] = ("127.0.0.1:8100",), *, api_key: str | None = None,
                  timeout_s: float = 2.0, linger_ms: float = 5.0, max_batch_items: int = 64, batching: bool = True,
                  retry: RetryPolicy | None = None, channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
-                 config: ClientConfig | None = None, rng: random.Random | None = None) -> None:
+                 config: ClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+                 rng: random.Random | None = None) -> None:
         if config is None:
             config = ClientConfig(addresses=(addresses,) if isinstance(addresses, str) else tuple(addresses),
                                   api_key=api_key_from(api_key), timeout_s=timeout_s, linger_ms=linger_ms,
@@ -56,6 +58,7 @@ class AsyncClient:
                                   channel_options=channel_options)
         self.config = config
         self._rng = rng or random.Random()
+        self._interceptors = tuple(interceptors)
         self._metadata = (("x-api-key", config.api_key),)
         self._channels: list[grpc.aio.Channel] = []
         self._stubs: list[Any] = []
@@ -148,7 +151,8 @@ class AsyncClient:
 
     def _next_stub(self) -> Any:
         if not self._stubs:  # channels bind to the running loop: create them in it, on first use
-            self._channels = [grpc.aio.insecure_channel(address, options=list(self.config.channel_options))
+            self._channels = [grpc.aio.insecure_channel(address, options=list(self.config.channel_options),
+                                                        interceptors=self._interceptors or None)
                               for address in self.config.addresses]
             self._stubs = [pb_grpc.ModerationServiceStub(channel) for channel in self._channels]
         return self._stubs[self._picker.next()]

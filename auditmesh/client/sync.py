@@ -20,6 +20,8 @@ import concurrent.futures
 import threading
 from typing import Any, Coroutine, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+import grpc
+
 from auditmesh.client.aio import AsyncClient
 from auditmesh.client.chat import AsyncChat, ChatReply
 from auditmesh.client.errors import ModerationError
@@ -58,11 +60,11 @@ class Client:
     def __init__(self, addresses: str | Sequence[str] = ("127.0.0.1:8100",), *, api_key: str | None = None,
                  timeout_s: float = 2.0, linger_ms: float = 5.0, max_batch_items: int = 64, batching: bool = True,
                  retry: RetryPolicy | None = None, channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
-                 config: ClientConfig | None = None) -> None:
+                 config: ClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = ()) -> None:
         # Built (and so validated) before the loop thread starts.
         self._client = AsyncClient(addresses, api_key=api_key, timeout_s=timeout_s, linger_ms=linger_ms,
                                    max_batch_items=max_batch_items, batching=batching, retry=retry,
-                                   channel_options=channel_options, config=config)
+                                   channel_options=channel_options, config=config, interceptors=interceptors)
         self.config = self._client.config
         self._loop = _LoopThread()
         self._closed = False
