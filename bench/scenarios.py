@@ -84,6 +84,8 @@ class Plan:
     seed: int = 0                 # step i of every knee search draws its arrivals with seed + i
     capacity_rps: float = 0.0     # isolation: use this text capacity instead of measuring it (0 = measure)
     flood_nice: int = 0           # isolation: CPU niceness of the flood generator (emulates a client on other hosts)
+    confirm: int = 1              # knee search: a failed step is rerun until `confirm` steps decide by majority
+    repeats: int = 1              # client/stream (and their unbatched baseline): whole text sweeps, for an interval
 
     @classmethod
     def full(cls) -> Plan:

@@ -100,25 +100,42 @@ def _progress(label: str, step: Mapping[str, Any]) -> None:
           f"{'pass' if step['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
 
 
+async def _confirmed_steps(sender: Sender, probe: StatsProbe, mix: Mix, tenants: Mapping[str, float], rate: float,
+                           slo: Slo, plan: Plan, steps: list[dict[str, Any]], *, label: str,
+                           cpu: ProcessCpu | None) -> bool:
+    """Whether `rate` passes: its first step passes, or (with `plan.confirm` > 1) a majority of
+    `confirm` steps does, a failed step being rerun with fresh arrivals until the majority is decided,
+    so one transient spike does not set the knee. Every step run is appended to `steps`."""
+    needed = plan.confirm // 2 + 1
+    passes = fails = 0
+    while True:
+        step = await run_step(sender, probe, mix, tenants, rate, slo, plan, seed=plan.seed + len(steps), cpu=cpu)
+        _progress(f"{label} {mix.name}", step)
+        steps.append(step)
+        passes, fails = passes + bool(step["passed"]), fails + (not step["passed"])
+        if plan.confirm <= 1 or passes == 1 and fails == 0:
+            return passes == 1
+        if passes >= needed or fails >= needed:
+            return passes >= needed
+
+
 async def sweep(sender: Sender, probe: StatsProbe, mix: Mix, tenants: Mapping[str, float], slo: Slo, plan: Plan,
                 *, label: str = "", cpu: ProcessCpu | None = None) -> dict[str, Any]:
     """Step the offered rate up to the knee (bench/knee.py); every step's report, the knee and the capacity.
 
     `knee_goodput_rps` (offered x success ratio at the knee: the load the path sustained within the
-    SLO) is what the ratios compare; `capacity_rps` is the highest achieved rate of any step, SLO met
-    or not.
+    SLO) is what the ratios compare (read from a passing step at the knee rate); `capacity_rps` is the
+    highest achieved rate of any step, SLO met or not.
     """
     search = KneeSearch(mix.start_rps * plan.start_scale, growth=plan.growth, precision=plan.precision,
                         max_steps=plan.max_steps, max_rps=mix.max_rps, min_rps=mix.start_rps * plan.start_scale / 16)
     steps: list[dict[str, Any]] = []
     rate = search.next_rate()
     while rate is not None:
-        step = await run_step(sender, probe, mix, tenants, rate, slo, plan, seed=plan.seed + len(steps), cpu=cpu)
-        _progress(f"{label} {mix.name}", step)
-        steps.append(step)
-        search.record(rate, passed=step["passed"])
+        passed = await _confirmed_steps(sender, probe, mix, tenants, rate, slo, plan, steps, label=label, cpu=cpu)
+        search.record(rate, passed=passed)
         rate = search.next_rate()
-    at_knee = next((s for s in steps if s["offered_rps"] == search.knee), None)
+    at_knee = next((s for s in steps if s["offered_rps"] == search.knee and s["passed"]), None)
     return {"mix": dict(mix.kinds), "slo_p99_ms": {k: slo.p99_ms[k] for k in mix.kinds},
             "knee_offered_rps": search.knee,
             "knee_goodput_rps": round(at_knee["offered_rps"] * at_knee["success_ratio"], 2) if at_knee else None,

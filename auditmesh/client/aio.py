@@ -41,20 +41,23 @@ class AsyncClient:
     (default $AUDITMESH_API_KEY), `timeout_s` (deadline of each call, retries included, unless a call
     gives its own), `linger_ms` (how long a single item may wait for others to share its batch),
     `max_batch_items` (at most the router's `limits.max_batch_items`, 128 as shipped), `batching`
-    (False: one `Moderate` call per `moderate`), `retry` (a RetryPolicy), `channel_options`,
-    `interceptors` (grpc.aio client interceptors, e.g. tracing, on every channel). Or pass a ready
+    (False: one `Moderate` call per `moderate`), `send_when_idle` (True: while no batch call is in
+    flight, send at once instead of lingering; items then linger only while calls are in flight),
+    `retry` (a RetryPolicy), `channel_options`, `interceptors` (grpc.aio client interceptors, e.g. tracing, on every channel). Or pass a ready
     `config=ClientConfig(...)`.
     """
 
     def __init__(self, addresses: str | Sequence[str] = ("127.0.0.1:8100",), *, api_key: str | None = None,
                  timeout_s: float = 2.0, linger_ms: float = 5.0, max_batch_items: int = 64, batching: bool = True,
-                 retry: RetryPolicy | None = None, channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
+                 send_when_idle: bool = True, retry: RetryPolicy | None = None,
+                 channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
                  config: ClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
                  rng: random.Random | None = None) -> None:
         if config is None:
             config = ClientConfig(addresses=(addresses,) if isinstance(addresses, str) else tuple(addresses),
                                   api_key=api_key_from(api_key), timeout_s=timeout_s, linger_ms=linger_ms,
-                                  max_batch_items=max_batch_items, batching=batching, retry=retry or RetryPolicy(),
+                                  max_batch_items=max_batch_items, batching=batching, send_when_idle=send_when_idle,
+                                  retry=retry or RetryPolicy(),
                                   channel_options=channel_options)
         self.config = config
         self._rng = rng or random.Random()
@@ -65,7 +68,7 @@ class AsyncClient:
         self._picker = RoundRobin(len(config.addresses))
         self._batcher: AutoBatcher[Verdict] = AutoBatcher(self._send_batch, linger_s=config.linger_s,
                                                           max_items=config.max_batch_items, retry=config.retry,
-                                                          rng=self._rng)
+                                                          send_when_idle=config.send_when_idle, rng=self._rng)
         self._closed = False
 
     async def __aenter__(self) -> AsyncClient:

@@ -1,7 +1,9 @@
 """Auto-batching, the asyncio driver: concurrent single-item calls share one batch call.
 
 Each `submit` gets its own future. Items wait in a `BatchAccumulator` (pure) until their key's batch
-is full or the oldest waited `linger_s`; then one `send(key, items, timeout_s)` call carries them and
+is full or the oldest waited `linger_s` (or, with `send_when_idle`, at once while no batch call is in
+flight: then items submitted in the same event-loop turn still go together, and those arriving while
+a call is in flight linger for the next); then one `send(key, items, timeout_s)` call carries them and
 every caller gets its own result or error. An item refused with a retryable error
 (`RetryPolicy`) goes back into the accumulator after the policy's delay and joins a later batch; a
 whole batch refused with RESOURCE_EXHAUSTED is split (`BatchLimit`) and its items sent again in
@@ -65,8 +67,10 @@ class AutoBatcher(Generic[R]):
     """See the module docstring. Bound to the event loop it is first used in."""
 
     def __init__(self, send: BatchSend[R], *, linger_s: float, max_items: int, retry: RetryPolicy,
-                 rng: random.Random | None = None) -> None:
+                 send_when_idle: bool = True, rng: random.Random | None = None) -> None:
         self._send = send
+        self._send_when_idle = send_when_idle
+        self._in_flight = 0
         self._retry = retry
         self._rng = rng or random.Random()
         self.limit = BatchLimit(max_items)
@@ -130,7 +134,7 @@ class AutoBatcher(Generic[R]):
     def _arm(self) -> None:
         """Keep one timer, at the time the earliest waiting batch is due."""
         state = self._state
-        due = state.queue.next_due()
+        due = state.queue.next_due(idle=self._idle_now)
         if due is None:
             if self._timer is not None:
                 self._timer.cancel()
@@ -142,9 +146,13 @@ class AutoBatcher(Generic[R]):
             self._timer.cancel()
         self._timer = state.loop.call_at(due, self._on_timer)
 
+    @property
+    def _idle_now(self) -> bool:
+        return self._send_when_idle and self._in_flight == 0
+
     def _on_timer(self) -> None:
         self._timer = None
-        self._flush(self._state.queue.due())
+        self._flush(self._state.queue.due(idle=self._idle_now))
         self._arm()
 
     def _flush(self, batches: list[tuple[str, list[_Entry[R]]]]) -> None:
@@ -158,8 +166,15 @@ class AutoBatcher(Generic[R]):
         loop = self._state.loop
         timeout = max(entry.deadline for entry in live) - loop.time()
         task = loop.create_task(self._run(key, live, max(timeout, 0.001)))
+        self._in_flight += 1
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._call_done)
+
+    def _call_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._bound is not None:
+            self._arm()  # idle again: what lingers may go now
 
     # -- one batch call -----------------------------------------------------------------------------
     async def _run(self, key: str, entries: list[_Entry[R]], timeout_s: float) -> None:

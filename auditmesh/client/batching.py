@@ -5,7 +5,9 @@ Like a Kafka producer's record accumulator: items are queued per key (the policy
 `ModerateBatch` call carries one policy); a key's queue goes out as one batch as soon as it holds
 `BatchLimit.current` items, or once its oldest item has waited `linger_s`. The driver
 (`auditmesh.client.autobatch`) asks `due()` when the timer from `next_due()` fires, and sends what
-it gets.
+it gets. With `idle=True` (the driver has no batch call in flight) everything waiting is due at
+once: lingering only pays while calls are in flight, as in Nagle's algorithm, so a lone caller at
+low load does not wait `linger_s` for company that is not coming.
 
 `BatchLimit` is the batch size the router is currently given: it starts at `max_items`, halves when
 the router refuses a whole batch with RESOURCE_EXHAUSTED (a tenant's burst or a size limit smaller
@@ -85,19 +87,21 @@ class BatchAccumulator(Generic[T]):
             return self._take(key, queue)
         return None
 
-    def next_due(self) -> float | None:
-        """When (clock time) the earliest waiting batch is due, or None when nothing waits."""
+    def next_due(self, *, idle: bool = False) -> float | None:
+        """When (clock time) the earliest waiting batch is due, or None when nothing waits; with
+        `idle`, at once (the oldest value's arrival time)."""
         oldest = min((queue.arrived[0] for queue in self._queues.values() if queue.arrived), default=None)
-        return None if oldest is None else oldest + self.linger_s
+        return None if oldest is None else oldest + (0.0 if idle else self.linger_s)
 
-    def due(self) -> list[tuple[str, list[T]]]:
-        """Take every batch that is due now: keys whose oldest value waited `linger_s`, or whose queue
-        is full (the limit may have shrunk since values were added). A queue longer than the limit
-        gives several batches."""
+    def due(self, *, idle: bool = False) -> list[tuple[str, list[T]]]:
+        """Take every batch that is due now: keys whose oldest value waited `linger_s` (any waiting
+        value when `idle`), or whose queue is full (the limit may have shrunk since values were
+        added). A queue longer than the limit gives several batches."""
         now = self._clock()
+        linger = 0.0 if idle else self.linger_s
         batches = []
         for key, queue in list(self._queues.items()):
-            while queue.values and (queue.arrived[0] + self.linger_s <= now or len(queue.values) >= self.limit.current):
+            while queue.values and (queue.arrived[0] + linger <= now or len(queue.values) >= self.limit.current):
                 batches.append((key, self._take(key, queue)))
         return batches
 

@@ -47,9 +47,22 @@ class ChatReply:
     verdict: Verdict | None
     error: ModerationError | None
 
+    def __post_init__(self) -> None:
+        if (self.verdict is None) == (self.error is None):
+            raise ValueError("a ChatReply has exactly one of verdict and error")
+
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def result(self) -> Verdict | ModerationError:
+        """The verdict, or the error this message ended with."""
+        if self.error is not None:
+            return self.error
+        if self.verdict is None:  # excluded by __post_init__
+            raise RuntimeError("a ChatReply without verdict or error")
+        return self.verdict
 
 
 class AsyncChat:

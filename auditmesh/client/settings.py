@@ -46,6 +46,7 @@ class ClientConfig:
     linger_ms: float = 5.0
     max_batch_items: int = 64
     batching: bool = True
+    send_when_idle: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS
 

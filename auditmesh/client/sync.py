@@ -59,11 +59,13 @@ class Client:
 
     def __init__(self, addresses: str | Sequence[str] = ("127.0.0.1:8100",), *, api_key: str | None = None,
                  timeout_s: float = 2.0, linger_ms: float = 5.0, max_batch_items: int = 64, batching: bool = True,
-                 retry: RetryPolicy | None = None, channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
+                 send_when_idle: bool = True, retry: RetryPolicy | None = None,
+                 channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
                  config: ClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = ()) -> None:
         # Built (and so validated) before the loop thread starts.
         self._client = AsyncClient(addresses, api_key=api_key, timeout_s=timeout_s, linger_ms=linger_ms,
-                                   max_batch_items=max_batch_items, batching=batching, retry=retry,
+                                   max_batch_items=max_batch_items, batching=batching,
+                                   send_when_idle=send_when_idle, retry=retry,
                                    channel_options=channel_options, config=config, interceptors=interceptors)
         self.config = self._client.config
         self._loop = _LoopThread()

@@ -44,7 +44,7 @@ def client_for(mesh: Mesh, counter: CallCounter | None = None, **options: Any) -
 
 async def test_concurrent_single_calls_share_batch_calls_and_each_gets_its_own_verdict(mesh: Mesh) -> None:
     counter = CallCounter()
-    async with client_for(mesh, counter, linger_ms=50, max_batch_items=8, timeout_s=30) as client:
+    async with client_for(mesh, counter, linger_ms=50, max_batch_items=8, send_when_idle=False, timeout_s=30) as client:
         texts = [TOXIC if i % 4 == 0 else f"{CLEAN} ({i})" for i in range(16)]
         verdicts = await asyncio.gather(*(client.moderate(text=text, item_id=f"it-{i}") for i, text in enumerate(texts)))
     assert [v.item_id for v in verdicts] == [f"it-{i}" for i in range(16)]
@@ -55,7 +55,7 @@ async def test_concurrent_single_calls_share_batch_calls_and_each_gets_its_own_v
 
 async def test_an_invalid_item_fails_only_its_caller(mesh: Mesh) -> None:
     counter = CallCounter()
-    async with client_for(mesh, counter, linger_ms=50, timeout_s=30) as client:
+    async with client_for(mesh, counter, linger_ms=50, send_when_idle=False, timeout_s=30) as client:
         results = await asyncio.gather(client.moderate(text=CLEAN), client.moderate(text=""),
                                        client.moderate(images=[b"not an image"]), client.moderate(text=TOXIC),
                                        return_exceptions=True)
@@ -167,7 +167,7 @@ def test_the_blocking_client_batches_across_threads_and_reads_the_key_from_the_e
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setenv(API_KEY_ENV, KEY_A)
-    with Client([mesh.address("router")], linger_ms=50, timeout_s=30) as client:
+    with Client([mesh.address("router")], linger_ms=50, send_when_idle=False, timeout_s=30) as client:
         with ThreadPoolExecutor(8) as pool:
             verdicts = list(pool.map(lambda i: client.moderate(text=TOXIC if i == 3 else f"{CLEAN} {i}"), range(8)))
         many = client.moderate_many([Item(text=CLEAN, id="a"), "gg"])

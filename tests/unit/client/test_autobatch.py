@@ -16,9 +16,9 @@ from tests.stubs import ScriptedBatchSend
 FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)
 
 
-def batcher(send: ScriptedBatchSend, *, linger_s: float = 0.0, max_items: int = 64,
-            retry: RetryPolicy = FAST_RETRY) -> AutoBatcher[object]:
-    return AutoBatcher(send, linger_s=linger_s, max_items=max_items, retry=retry)
+def batcher(send: ScriptedBatchSend, *, linger_s: float = 0.0, max_items: int = 64, retry: RetryPolicy = FAST_RETRY,
+            send_when_idle: bool = False) -> AutoBatcher[object]:
+    return AutoBatcher(send, linger_s=linger_s, max_items=max_items, retry=retry, send_when_idle=send_when_idle)
 
 
 def deadline(seconds: float = 5.0) -> float:
@@ -42,6 +42,22 @@ async def test_a_full_batch_goes_out_without_waiting_for_linger() -> None:
     auto = batcher(send, linger_s=60.0, max_items=2)
     assert await submit_all(auto, ["a", "b"]) == ["ok:a", "ok:b"]   # would hang for a minute otherwise
     assert send.calls == [["a", "b"]]
+
+
+async def test_when_idle_a_lone_item_goes_at_once_and_items_arriving_during_a_call_wait_for_it() -> None:
+    gate = asyncio.Event()
+    send = ScriptedBatchSend(gate=gate)
+    auto = batcher(send, linger_s=60.0, send_when_idle=True)
+    first = asyncio.ensure_future(auto.submit("p", "a", deadline=deadline()))
+    while not send.calls:
+        await asyncio.sleep(0)
+    later = [asyncio.ensure_future(auto.submit("p", item, deadline=deadline())) for item in "bc"]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert send.calls == [["a"]]   # b and c linger while "a" is in flight
+    gate.set()
+    assert await first == "ok:a" and await asyncio.gather(*later) == ["ok:b", "ok:c"]
+    assert send.calls == [["a"], ["b", "c"]]   # sent together as soon as the call came back
 
 
 async def test_batches_are_cut_at_max_items_and_per_key() -> None:

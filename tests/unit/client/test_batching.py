@@ -99,3 +99,13 @@ def test_bad_settings_are_refused_naming_the_field(bad: int) -> None:
         BatchLimit(bad)
     with pytest.raises(ValueError, match="linger_s"):
         BatchAccumulator(linger_s=-0.001, limit=BatchLimit(1), clock=FakeClock())
+
+
+def test_when_idle_everything_waiting_is_due_at_once() -> None:
+    clock = FakeClock()
+    queue = accumulator(clock, linger_s=10.0)
+    queue.add("p", "a")
+    queue.add("q", "b")
+    assert queue.next_due(idle=True) == clock.now
+    assert queue.due() == []
+    assert queue.due(idle=True) == [("p", ["a"]), ("q", ["b"])]
