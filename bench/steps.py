@@ -100,23 +100,39 @@ def _progress(label: str, step: Mapping[str, Any]) -> None:
           f"{'pass' if step['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
 
 
+def confirmed(verdicts: Sequence[bool], confirm: int) -> bool | None:
+    """Whether a rate passes given its steps' verdicts so far, or None to run another step: the
+    first step decides when it passes or when `confirm` <= 1; otherwise a majority of `confirm` steps.
+
+    Example::
+
+        >>> confirmed([True], 3), confirmed([False], 1), confirmed([False], 3), confirmed([False, True, True], 3)
+        (True, False, None, True)
+    """
+    passes, fails = sum(verdicts), len(verdicts) - sum(verdicts)
+    if confirm <= 1 or verdicts == [True]:
+        return bool(verdicts and verdicts[0])
+    needed = confirm // 2 + 1
+    if passes >= needed or fails >= needed:
+        return passes >= needed
+    return None
+
+
 async def _confirmed_steps(sender: Sender, probe: StatsProbe, mix: Mix, tenants: Mapping[str, float], rate: float,
                            slo: Slo, plan: Plan, steps: list[dict[str, Any]], *, label: str,
                            cpu: ProcessCpu | None) -> bool:
-    """Whether `rate` passes: its first step passes, or (with `plan.confirm` > 1) a majority of
-    `confirm` steps does, a failed step being rerun with fresh arrivals until the majority is decided,
-    so one transient spike does not set the knee. Every step run is appended to `steps`."""
-    needed = plan.confirm // 2 + 1
-    passes = fails = 0
+    """Run steps at `rate` until `confirmed` decides (a failed step is rerun with fresh arrivals when
+    `plan.confirm` > 1, so one transient spike does not set the knee). Every step run is appended
+    to `steps`."""
+    verdicts: list[bool] = []
     while True:
         step = await run_step(sender, probe, mix, tenants, rate, slo, plan, seed=plan.seed + len(steps), cpu=cpu)
         _progress(f"{label} {mix.name}", step)
         steps.append(step)
-        passes, fails = passes + bool(step["passed"]), fails + (not step["passed"])
-        if plan.confirm <= 1 or passes == 1 and fails == 0:
-            return passes == 1
-        if passes >= needed or fails >= needed:
-            return passes >= needed
+        verdicts.append(bool(step["passed"]))
+        decision = confirmed(verdicts, plan.confirm)
+        if decision is not None:
+            return decision
 
 
 async def sweep(sender: Sender, probe: StatsProbe, mix: Mix, tenants: Mapping[str, float], slo: Slo, plan: Plan,

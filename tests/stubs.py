@@ -201,3 +201,53 @@ class ScriptedBatchSend:
         if self._gate is not None:
             await self._gate.wait()
         return self._answer(items)
+
+
+class FakeStreamCall:
+    """A grpc.aio stream-stream call for `auditmesh.client.chat` tests: records writes; `reply`
+    feeds a response, `fail` ends the stream with an error, `end` with EOF."""
+
+    def __init__(self) -> None:
+        self.written: list[pb.ModerateRequest] = []
+        self.done_writing_called = False
+        self.cancelled = False
+        self._responses: asyncio.Queue[object] = asyncio.Queue()
+
+    async def write(self, request: pb.ModerateRequest) -> None:
+        self.written.append(request)
+
+    async def done_writing(self) -> None:
+        self.done_writing_called = True
+
+    async def read(self) -> object:
+        response = await self._responses.get()
+        if isinstance(response, BaseException):
+            raise response
+        return response
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+    def reply(self, request_id: str, *, decision: int = pb.ALLOW) -> None:
+        self._responses.put_nowait(pb.ModerateResponse(request_id=request_id, decision=decision))
+
+    def fail(self, error: BaseException) -> None:
+        self._responses.put_nowait(error)
+
+    def end(self) -> None:
+        import grpc
+
+        self._responses.put_nowait(grpc.aio.EOF)
+
+
+class FakeStreamStub:
+    """`ModerateStream(metadata=..., timeout=...)` returns `call` (a FakeStreamCall)."""
+
+    def __init__(self, call: FakeStreamCall) -> None:
+        self.call = call
+        self.metadata: object = None
+
+    def ModerateStream(self, *, metadata: object, timeout: float | None) -> FakeStreamCall:  # noqa: N802 - gRPC's name
+        self.metadata = metadata
+        return self.call

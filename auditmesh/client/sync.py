@@ -96,8 +96,11 @@ class Client:
     def chat(self, *, policy: str = "", ordered: bool = True, window: int = 64, deadline_ms: int | None = None,
              grace_s: float = 0.25, stream_timeout_s: float | None = None) -> Chat:
         """A blocking chat session (see AsyncClient.chat). Use as `with client.chat() as chat:`."""
-        return Chat(self._loop, self._client.chat(policy=policy, ordered=ordered, window=window, deadline_ms=deadline_ms,
-                                                  grace_s=grace_s, stream_timeout_s=stream_timeout_s))
+        async def make() -> AsyncChat:  # in the loop thread: gRPC aio channels belong to the loop they are made in
+            return self._client.chat(policy=policy, ordered=ordered, window=window, deadline_ms=deadline_ms,
+                                     grace_s=grace_s, stream_timeout_s=stream_timeout_s)
+
+        return Chat(self._loop, self._loop.run(make()))
 
     def close(self) -> None:
         """Send what waits, wait for every accepted item, close the channels and stop the loop thread."""

@@ -180,3 +180,11 @@ def test_the_blocking_client_batches_across_threads_and_reads_the_key_from_the_e
     assert [r.item_id for r in many if isinstance(r, Verdict)] == ["a", ""]
     assert calls < 8 + 1
     assert [r.verdict.decision for r in replies if r.verdict] == ["block"]
+
+
+def test_a_blocking_chat_can_be_the_first_call_of_a_client(mesh: Mesh) -> None:
+    with Client([mesh.address("router")], api_key=KEY_A, timeout_s=30) as client, \
+            client.chat(ordered=False) as chat:
+        sent = chat.send(CLEAN)
+        reply = chat.receive(timeout_s=30)
+    assert reply.request_id == sent and reply.verdict is not None and reply.verdict.decision == "allow"
