@@ -2,7 +2,11 @@
 
     python -m bench.mesh_bench [--quick] [--scenario direct|unbatched|auditmesh|batched|client|stream|isolation|lowload ...]
                                [--mix text|image|mixed ...] [--slo-text-ms 50] [--slo-image-ms 1000]
-                               [--confirm 3] [--repeat 3]
+                               [--profile fast|balanced|accurate ...] [--confirm 3] [--repeat 3]
+
+`--profile` (repeatable) runs the mesh scenarios once per accuracy profile, every shipped policy set
+to it (bench/meshes.py `profile_policies_dir`), and adds `profiles`: each profile's text knee and
+P99 at the knee, the README's Pareto columns next to bench/quality.py's F1 and hard-negative FPR.
 
 In order, each on a quiet machine (one thing at a time):
   1. `direct`: the models in this process, best batch size within the SLO (bench/direct.py);
@@ -109,11 +113,12 @@ async def bench_unbatched(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
 
 
 async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Path, scenarios: Sequence[str],
-                          direct_batch1_ms: float | None) -> dict[str, Any]:
-    """Low load, the knee per mix, and isolation, all through the router of one mesh."""
+                          direct_batch1_ms: float | None, profile: str | None = None) -> dict[str, Any]:
+    """Low load, the knee per mix, and isolation, all through the router of one mesh (its policies set
+    to `profile` when given)."""
     result: dict[str, Any] = {}
     tenants = {t.id: t.share for t in TENANTS}
-    with running_mesh(auditmesh_mesh(workdir, TENANTS), with_router=True) as mesh:
+    with running_mesh(auditmesh_mesh(workdir, TENANTS, profile), with_router=True) as mesh:
         async with modality_clients(mesh) as clients, contextlib.AsyncExitStack() as stack:
             # One channel per router lane; each tenant calls the lane of its QoS class.
             lanes = {service: await stack.enter_async_context(grpc.aio.insecure_channel(mesh.address(service),
@@ -241,6 +246,32 @@ def targets(ratios: Mapping[str, Any], auditmesh: Mapping[str, Any] | None) -> l
     return result
 
 
+def profile_summary(by_profile: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per profile: the text knee (goodput, requests/s) and the P99 at the knee, from its auditmesh run."""
+    rows = []
+    for profile, result in by_profile.items():
+        text = (result.get("mixes") or {}).get("text") or {}
+        rows.append({"profile": profile, "text_knee_rps": text.get("knee_goodput_rps"),
+                     "text_p99_ms_at_knee": text.get("knee_p99_ms"),
+                     "lowload_p50_ms": ((result.get("lowload") or {}).get("latency_ms") or {}).get("p50_ms")})
+    return rows
+
+
+async def run_profiles(plan: Plan, slo: Slo, scenarios: Sequence[str], profiles: Sequence[str]) -> dict[str, Any]:
+    """The mesh scenarios once per profile, then the per-profile summary."""
+    account = CpuAccount.start()
+    report: dict[str, Any] = {"machine": machine(), "scenarios": list(scenarios), "plan": asdict(plan),
+                              "slo": asdict(slo), "by_profile": {}}
+    inputs = BenchInputs.build()
+    for profile in profiles:
+        print(f"[bench] auditmesh, policies at profile {profile}", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix=f"auditmesh-bench-{profile}-") as tmp:
+            report["by_profile"][profile] = await bench_auditmesh(inputs, plan, slo, Path(tmp), scenarios, None, profile)
+    report["machine"]["foreign_cpu_share"] = account.foreign_cpu_share()
+    report["profiles"] = profile_summary(report["by_profile"])
+    return report
+
+
 async def run(plan: Plan, slo: Slo, scenarios: Sequence[str]) -> dict[str, Any]:
     """Every requested scenario, in the order of the module docstring, and the comparisons."""
     account = CpuAccount.start()
@@ -281,6 +312,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--capacity-rps", type=float, default=0.0,
                         help="isolation without the auditmesh text sweep: take this as the text capacity (requests/s) "
                              "instead of measuring it (to compare runs at the same flood rate)")
+    parser.add_argument("--profile", action="append", choices=("fast", "balanced", "accurate"),
+                        help="run the mesh scenarios once per accuracy profile (repeatable); direct and unbatched "
+                             "are not run then. Default scenarios with --profile: auditmesh")
     parser.add_argument("--flood-nice", type=int, default=0, choices=range(0, 20), metavar="0..19",
                         help="isolation: run the flood generator at this CPU niceness (default 0). Here it shares the "
                              "mesh's 2 cores; a real bulk client runs on its own hosts, which a nice generator "
@@ -303,7 +337,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--confirm and --repeat must be >= 1")
     plan = replace(plan, confirm=args.confirm, repeats=args.repeat)
     slo = Slo(p99_ms={"text": args.slo_text_ms, "image": args.slo_image_ms})
-    report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS)))
+    if args.profile:
+        chosen = tuple(s for s in (args.scenario or ("auditmesh",)) if s not in ("direct", "unbatched"))
+        report = asyncio.run(run_profiles(plan, slo, chosen, tuple(dict.fromkeys(args.profile))))
+    else:
+        report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS)))
     report["command"] = " ".join(["python -m bench.mesh_bench", *(argv if argv is not None else sys.argv[1:])])
     print(json.dumps(report, indent=2))
     return 0

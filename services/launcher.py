@@ -1,9 +1,17 @@
-"""Start the whole mesh on one machine: text, vision and OCR services, then the router.
+"""Start the whole mesh on one machine: text, vision and OCR services, then the router, and keep it up.
 
 Each service runs in its own process (as it would in its own container), on loopback. The launcher
-waits for each to report SERVING on grpc.health.v1, prints where the router listens, and on Ctrl-C /
-SIGTERM stops the router first and the modality services after it, each draining gracefully. If any
-service dies, the launcher stops the others and exits non-zero.
+waits for each to report SERVING on grpc.health.v1 and prints where the router listens. Then it
+supervises: a child that exits (a crash, kill -9, an OOM kill) is logged (which one, its exit code or
+signal, when the next attempt comes) and started again with exponential backoff (services/supervise.py:
+0.5 s, doubling, capped at 30 s, reset after 60 s up; `--restart-*` flags), while the others keep
+serving. Only SIGINT / SIGTERM stop the mesh: the routers first, then the modality services, each sent
+SIGTERM, given its `server.grace_period_s` (plus a margin) to drain, then SIGKILLed. A service that
+fails while the mesh is first starting (a bad config, a port in use) stops the launcher with exit code 1.
+
+Every child's command line says how it runs, ports and files included (`--listen`, `--metrics-listen`,
+the router's `--lane` and `--<modality>-url`, ...), and the launcher logs it: copy it to run one
+service by hand.
 
 When `config/router.yaml` defines ingress lanes (services/router/lanes.py), each lane is its own
 router process: the first lane is `router` on the base port, the others `router-<lane>` on the ports
@@ -18,9 +26,10 @@ Used by `make run`, and by the integration tests (`Mesh`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
+import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -30,15 +39,34 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common.logs import configure_logging
+from services.common.service_config import ServerConfig
+from services.supervise import RestartPolicy, Supervisor, describe_exit
+
 MODALITIES = ("text", "vision", "ocr")
 ROOT = Path(__file__).resolve().parents[1]
 ROUTER = "router"
+#: Seconds a stopping service gets beyond its own `grace_period_s` (closing models, flushing the audit
+#: log) before it is SIGKILLed.
+STOP_MARGIN_S = 5.0
+#: Environment variables a caller of `Mesh` may set in `extra_env` that are really a service's
+#: settings: the launcher passes them on as these flags, so the command line shows them.
+ROUTER_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--metrics-listen",
+                "AUDITMESH_LANE": "--lane", "AUDITMESH_TEXT_URL": "--text-url",
+                "AUDITMESH_VISION_URL": "--vision-url", "AUDITMESH_OCR_URL": "--ocr-url",
+                "AUDITMESH_TENANTS_FILE": "--tenants-file", "AUDITMESH_POLICIES_DIR": "--policies-dir",
+                "AUDITMESH_POLICY_STORE": "--policy-store", "AUDITMESH_AUDIT_LOG": "--audit-log",
+                "AUDITMESH_ADMIN_KEYS_FILE": "--admin-keys-file"}
+MODALITY_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--metrics-listen",
+                  "AUDITMESH_MODEL_REPOSITORY": "--model-repository"}
+
+log = logging.getLogger("services.launcher")
 
 
 def router_lanes(config_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -77,12 +105,18 @@ def free_base_port(count: int = 0) -> int:
 
 @dataclass
 class Mesh:
-    """The four service processes. Ports: router = base_port, text/vision/ocr = base_port + 1/2/3;
+    """The mesh's service processes. Ports: router = base_port, text/vision/ocr = base_port + 1/2/3;
     their /metrics endpoints the same offsets from `metrics_base_port` (0 = no metrics endpoints).
     `output` (e.g. subprocess.DEVNULL) replaces the services' stdout and stderr.
-    `isolated_state` (default): the router's policy store and audit log live in a temporary folder of
-    this mesh, removed by `stop` — routers sharing a store act as replicas of one configuration, so
-    meshes started by tests and benchmarks must not share `var/`; `make run` keeps them in `var/`."""
+    `extra_env` goes into every service's environment; the AUDITMESH_* settings in it that a service
+    has a flag for (ROUTER_FLAGS, MODALITY_FLAGS: e.g. AUDITMESH_TEXT_URL to point the router at
+    another text service) are passed as that flag instead, overriding the mesh's own value.
+    State: the router's policy store and audit log live in `state_dir` when given; else, with
+    `isolated_state` (default), in a temporary folder of this mesh, removed by `stop` (routers sharing
+    a store act as replicas of one configuration, so meshes started by tests and benchmarks must not
+    share `var/`); else where router.yaml says (`var/`, for `make run`).
+    `own_sessions`: each service in a session (process group) of its own, so a terminal's Ctrl-C
+    reaches only the launcher, which then stops them in order."""
 
     base_port: int = 8100
     config_dir: Path = ROOT / "config"
@@ -93,7 +127,9 @@ class Mesh:
     metrics_base_port: int = 0
     output: int | None = None
     isolated_state: bool = True
-    _state_dir: Path | None = field(default=None, init=False, repr=False)
+    state_dir: Path | None = None
+    own_sessions: bool = False
+    _temp_state: Path | None = field(default=None, init=False, repr=False)
     #: Every process, in port order (see `mesh_services`).
     services: tuple[str, ...] = field(default=(), init=False)
     #: Router service name -> the lane it serves ("" without lanes).
@@ -133,29 +169,62 @@ class Mesh:
     def address(self, service: str) -> str:
         return f"{self.host}:{self.port(service)}"
 
-    def _env(self, service: str) -> dict[str, str]:
-        metrics = f"{self.host}:{self.metrics_port(service)}" if self.metrics_base_port else "off"
-        env = {**os.environ, "AUDITMESH_LISTEN": self.address(service), "AUDITMESH_METRICS_LISTEN": metrics,
-               "PYTHONUNBUFFERED": "1"}
-        if service in self.lanes:
-            if self.lanes[service]:
-                env["AUDITMESH_LANE"] = self.lanes[service]
-            env.update({f"AUDITMESH_{m.upper()}_URL": self.address(m) for m in MODALITIES})
-            if self.isolated_state:
-                if self._state_dir is None:
-                    self._state_dir = Path(tempfile.mkdtemp(prefix="auditmesh-router-state-"))
-                env.update({"AUDITMESH_POLICY_STORE": str(self._state_dir / "policy_store.sqlite"),
-                            "AUDITMESH_AUDIT_LOG": str(self._state_dir / "audit.sqlite")})
-        env.update(self.extra_env)  # last, so a caller can point the router at other upstreams
-        return env
+    def _module(self, service: str) -> str:
+        return ROUTER if service in self.lanes else service
 
-    def start_service(self, service: str) -> None:
-        """Start one service process (not waiting for it)."""
-        module = ROUTER if service in self.lanes else service
-        command = [sys.executable, "-m", "services.router" if module == ROUTER else f"services.{module}.server", "--config", str(self.config_dir / f"{module}.yaml"),
+    def _settings(self, service: str) -> dict[str, str]:
+        """Flag -> value for `service`: the mesh's addresses (and the router's state files), then what
+        `extra_env` says."""
+        self._offset(service)  # an unknown service is a ValueError here, not a process that fails
+        settings = {"--listen": self.address(service),
+                    "--metrics-listen": f"{self.host}:{self.metrics_port(service)}" if self.metrics_base_port else "off"}
+        flags = MODALITY_FLAGS
+        if service in self.lanes:
+            flags = ROUTER_FLAGS
+            if self.lanes[service]:
+                settings["--lane"] = self.lanes[service]
+            settings.update({f"--{m}-url": self.address(m) for m in MODALITIES})
+            state = self._state_folder()
+            if state is not None:
+                settings.update({"--policy-store": str(state / "policy_store.sqlite"),
+                                 "--audit-log": str(state / "audit.sqlite")})
+        settings.update({flags[name]: value for name, value in self.extra_env.items() if name in flags})
+        return settings
+
+    def _state_folder(self) -> Path | None:
+        if self.state_dir is not None:
+            return self.state_dir
+        if not self.isolated_state:
+            return None
+        if self._temp_state is None:
+            self._temp_state = Path(tempfile.mkdtemp(prefix="auditmesh-router-state-"))
+        return self._temp_state
+
+    def command(self, service: str) -> list[str]:
+        """The full command line of `service`: run it from the repository root to start it by hand."""
+        module = self._module(service)
+        entry = "services.router" if module == ROUTER else f"services.{module}.server"
+        command = [sys.executable, "-m", entry, "--config", str(self.config_dir / f"{module}.yaml"),
                    "--log-format", self.log_format]
-        self.processes[service] = subprocess.Popen(command, cwd=ROOT, env=self._env(service), stdout=self.output,
-                                                   stderr=self.output)
+        for flag, value in self._settings(service).items():
+            command += [flag, value]
+        return command
+
+    def grace_period_s(self, service: str) -> float:
+        """`server.grace_period_s` from the service's config file (how long it drains on SIGTERM)."""
+        path = self.config_dir / f"{self._module(service)}.yaml"
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        server = data.get("server") if isinstance(data, dict) else None
+        value = server.get("grace_period_s") if isinstance(server, dict) else None
+        return float(value) if isinstance(value, (int, float)) else ServerConfig.grace_period_s
+
+    def start_service(self, service: str) -> subprocess.Popen[bytes]:
+        """Start one service process (not waiting for it)."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.extra_env}
+        process = subprocess.Popen(self.command(service), cwd=ROOT, env=env, stdout=self.output, stderr=self.output,
+                                   start_new_session=self.own_sessions)
+        self.processes[service] = process
+        return process
 
     def wait_serving(self, service: str, timeout_s: float = 120.0) -> None:
         """Block until `service` answers SERVING, or raise RuntimeError (its process died or timed out)."""
@@ -166,11 +235,8 @@ class Mesh:
                 process = self.processes.get(service)
                 if process is not None and process.poll() is not None:
                     raise RuntimeError(f"{service} exited with code {process.returncode} while starting (see its log above)")
-                try:
-                    if stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0).status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                except grpc.RpcError:
-                    pass
+                if serving(stub):
+                    return
                 time.sleep(0.2)
         raise RuntimeError(f"{service} did not become SERVING on {self.address(service)} within {timeout_s:.0f}s")
 
@@ -189,36 +255,128 @@ class Mesh:
         for service in self.routers:
             self.wait_serving(service, timeout_s)
 
-    def stop_service(self, service: str, timeout_s: float = 30.0) -> int | None:
-        """SIGTERM one service and wait for it to drain and exit; returns its exit code."""
-        process = self.processes.pop(service, None)
-        if process is None:
-            return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+    def stop_service(self, service: str, timeout_s: float | None = None) -> int | None:
+        """SIGTERM one service and wait for it to drain and exit (`timeout_s`, default its grace period
+        plus STOP_MARGIN_S, then SIGKILL); returns its exit code."""
+        return self.stop_services([service], timeout_s).get(service)
+
+    def stop_services(self, services: Sequence[str], timeout_s: float | None = None) -> dict[str, int]:
+        """SIGTERM these services at once, wait for each (as `stop_service`), SIGKILL the late; exit codes."""
+        running = {s: p for s in services if (p := self.processes.pop(s, None)) is not None}
+        for process in running.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        codes = {}
+        for service, process in running.items():
+            limit = timeout_s if timeout_s is not None else self.grace_period_s(service) + STOP_MARGIN_S
             try:
-                process.wait(timeout_s)
+                codes[service] = process.wait(limit)
             except subprocess.TimeoutExpired:
+                log.warning("%s did not stop within %.1f s of SIGTERM: SIGKILL", service, limit)
                 process.kill()
-                process.wait()
-        return process.returncode
+                codes[service] = process.wait()
+        return codes
 
     def stop(self) -> None:
-        """Routers first (they stop taking requests), then the modality services."""
-        for service in (*self.routers, *MODALITIES, *self.processes):
-            self.stop_service(service)
-        if self._state_dir is not None:
-            shutil.rmtree(self._state_dir, ignore_errors=True)
-            self._state_dir = None
+        """Routers first (they stop taking requests), then the modality services, then anything else."""
+        self.stop_services(self.routers)
+        self.stop_services(MODALITIES)
+        self.stop_services(list(self.processes))
+        if self._temp_state is not None:
+            shutil.rmtree(self._temp_state, ignore_errors=True)
+            self._temp_state = None
 
     def first_exited(self) -> str | None:
         return next((name for name, p in self.processes.items() if p.poll() is not None), None)
 
 
+def serving(stub: health_pb2_grpc.HealthStub, timeout_s: float = 1.0) -> bool:
+    """True when the service behind `stub` answers SERVING now."""
+    try:
+        response = stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+    except grpc.RpcError:
+        return False
+    return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def supervise(mesh: Mesh, supervisor: Supervisor, should_stop: Callable[[], bool], *, poll_s: float = 0.1) -> None:
+    """Keep `mesh`'s children running until `should_stop()`: report each exit to `supervisor`, log
+    its decision, start again the children it says are due, and log when a restarted child serves
+    again. The decisions are all the supervisor's (services/supervise.py); this only handles processes."""
+    recovering = _Recovering(mesh)
+    try:
+        while not should_stop():
+            for service, process in list(mesh.processes.items()):
+                returncode = process.poll()
+                if returncode is None:
+                    continue
+                del mesh.processes[service]  # reaped: its Popen is done with
+                recovering.forget(service)
+                restart = supervisor.exited(service, returncode)
+                if restart is not None:
+                    log.error("%s (pid was %d)", restart.describe(), process.pid)
+            for service in supervisor.due():
+                if should_stop():
+                    break
+                supervisor.started(service)
+                try:
+                    process = mesh.start_service(service)
+                except OSError as error:  # fork or exec failed (no memory, too many processes): try again later
+                    restart = supervisor.exited(service, 127)
+                    if restart is not None:
+                        log.error("could not start %s (%s): %s", service, error, restart.describe())
+                    continue
+                recovering.add(service)
+                log.warning("restarted %s (pid %d): %s", service, process.pid, shlex.join(mesh.command(service)))
+            recovering.check()
+            time.sleep(poll_s)
+    finally:
+        recovering.close()
+
+
+class _Recovering:
+    """Restarted children not yet SERVING: `check` logs each one that serves again, and how soon."""
+
+    CHECK_EVERY_S = 0.25
+
+    def __init__(self, mesh: Mesh) -> None:
+        self.mesh = mesh
+        self.waiting: dict[str, tuple[float, grpc.Channel]] = {}
+        self.last_check = 0.0
+
+    def add(self, service: str) -> None:
+        self.forget(service)
+        # Reconnect quickly: the service is still starting, and gRPC's default backoff (1 s, growing)
+        # would report it serving seconds late.
+        channel = grpc.insecure_channel(self.mesh.address(service), options=[
+            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 200)])
+        self.waiting[service] = (time.monotonic(), channel)
+
+    def forget(self, service: str) -> None:
+        entry = self.waiting.pop(service, None)
+        if entry is not None:
+            entry[1].close()
+
+    def check(self) -> None:
+        if not self.waiting or time.monotonic() - self.last_check < self.CHECK_EVERY_S:
+            return
+        self.last_check = time.monotonic()
+        for service, (started, channel) in list(self.waiting.items()):
+            if serving(health_pb2_grpc.HealthStub(channel), timeout_s=0.1):
+                log.info("%s is SERVING again, %.1f s after its restart", service, time.monotonic() - started)
+                self.forget(service)
+
+    def close(self) -> None:
+        for service in list(self.waiting):
+            self.forget(service)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    defaults = RestartPolicy()
     parser = argparse.ArgumentParser(prog="python -m services.launcher",
                                      description="Run the auditmesh mesh (router + text + vision + ocr, and a router "
-                                                 "process per extra lane in router.yaml) on loopback until Ctrl-C.")
+                                                 "process per extra lane in router.yaml) on loopback until Ctrl-C "
+                                                 "or SIGTERM, restarting any service that exits.")
     parser.add_argument("--config-dir", type=Path, default=ROOT / "config",
                         help="folder with router.yaml, text.yaml, vision.yaml, ocr.yaml (default: ./config)")
     parser.add_argument("--base-port", type=int, default=8100,
@@ -226,45 +384,84 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "on the ports after them (default: 8100)")
     parser.add_argument("--metrics-base-port", type=int, default=9100,
                         help="router /metrics port; the others follow in the same order; 0 = none (default: 9100)")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="folder for the routers' policy store and audit log (default: the paths in "
+                             "router.yaml, var/)")
+    parser.add_argument("--restart-initial-s", type=float, default=defaults.initial_delay_s,
+                        help=f"wait before restarting a service that exited (default: {defaults.initial_delay_s})")
+    parser.add_argument("--restart-max-s", type=float, default=defaults.max_delay_s,
+                        help="the wait doubles with each consecutive crash, up to this "
+                             f"(default: {defaults.max_delay_s})")
+    parser.add_argument("--restart-reset-s", type=float, default=defaults.reset_after_s,
+                        help="a service up this long before it died is restarted after the initial wait again "
+                             f"(default: {defaults.reset_after_s})")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
 
 
+class _StopRequested(Exception):
+    """SIGINT / SIGTERM while the mesh is still starting."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        policy = RestartPolicy(initial_delay_s=args.restart_initial_s, max_delay_s=args.restart_max_s,
+                               reset_after_s=args.restart_reset_s)
+    except ValueError as error:
+        print(f"launcher: {error}", file=sys.stderr)
+        return 2
+    configure_logging("launcher", "info", args.log_format)
+    # `make run`: without --state-dir the policy store and audit log persist in var/.
     mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
-                isolated_state=False)  # `make run`: the policy store and audit log persist in var/
+                isolated_state=False, state_dir=args.state_dir, own_sessions=True)
     stop = False
+
+    def stop_while_starting(signum: int, frame: object) -> None:
+        raise _StopRequested(signal.Signals(signum).name)
 
     def request_stop(signum: int, frame: object) -> None:
         nonlocal stop
         stop = True
 
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop_while_starting)
     try:
+        for service in mesh.services:
+            log.info("%s: %s", service, shlex.join(mesh.command(service)))
         mesh.start()
-        metrics = ("Metrics: " + ", ".join(f"{s} http://{mesh.host}:{mesh.metrics_port(s)}/metrics" for s in mesh.services)
-                   + ".\n" if mesh.metrics_base_port else "")
-        lanes = "".join(f"  {service} (lane {lane}) on {mesh.address(service)}\n"
-                        for service, lane in mesh.lanes.items() if lane)
-        print(f"\nauditmesh is serving: router on {mesh.address('router')} "
-              f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
-              f"{'Router lanes (each tenant calls the lane of its QoS class):' + chr(10) + lanes if lanes else ''}{metrics}"
-              f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
-              f"--text 'hello there'\nCtrl-C stops it.\n", flush=True)
-        while not stop:
-            dead = mesh.first_exited()
-            if dead is not None:
-                print(f"launcher: {dead} exited unexpectedly; stopping the mesh", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
+        supervisor = Supervisor(policy)
+        for service in mesh.services:
+            supervisor.started(service)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, request_stop)
+        _print_banner(mesh)
+        supervise(mesh, supervisor, lambda: stop)
+        supervisor.stop()
+        log.info("stopping the mesh: routers, then the modality services")
+        return 0
+    except _StopRequested as why:
+        log.info("%s while starting: stopping the mesh", why)
         return 0
     except RuntimeError as error:
-        print(f"launcher: {error}", file=sys.stderr)
+        log.error("%s", error)
         return 1
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the orderly stop short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         mesh.stop()
+
+
+def _print_banner(mesh: Mesh) -> None:
+    metrics = ("Metrics: " + ", ".join(f"{s} http://{mesh.host}:{mesh.metrics_port(s)}/metrics" for s in mesh.services)
+               + ".\n" if mesh.metrics_base_port else "")
+    lanes = "".join(f"  {service} (lane {lane}) on {mesh.address(service)}\n"
+                    for service, lane in mesh.lanes.items() if lane)
+    print(f"\nauditmesh is serving: router on {mesh.address('router')} "
+          f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
+          f"{'Router lanes (each tenant calls the lane of its QoS class):' + chr(10) + lanes if lanes else ''}{metrics}"
+          f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
+          f"--text 'hello there'\nA service that exits is restarted; Ctrl-C stops the mesh.\n", flush=True)
 
 
 if __name__ == "__main__":

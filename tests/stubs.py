@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import struct
 import threading
+import zlib
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +17,7 @@ import numpy as np
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from opentelemetry.sdk.trace import ReadableSpan
+from PIL import Image
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -251,3 +255,21 @@ class FakeStreamStub:
     def ModerateStream(self, *, metadata: object, timeout: float | None) -> FakeStreamCall:  # noqa: N802 - gRPC's name
         self.metadata = metadata
         return self.call
+
+
+# --- Image bytes for decoder and vision tests.
+def encode_image(image: Image.Image, fmt: str, **options: object) -> bytes:
+    """`image` encoded as `fmt` (JPEG, PNG, WEBP...), with Pillow's save `options`."""
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def png_declaring(width: int, height: int) -> bytes:
+    """A tiny 1-bit greyscale PNG whose header declares width x height (only one row of pixel data):
+    a decompression-bomb probe that costs nothing to build."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    row = zlib.compress(b"\0" * (1 + (width + 7) // 8))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")

@@ -37,11 +37,17 @@ ENV_LANE = "AUDITMESH_LANE"
 
 @dataclass(frozen=True)
 class Upstream:
-    """A modality service (ours or a Triton server) and the model to call on it."""
+    """A modality service (ours or a Triton server) and the model to call on it.
+
+    The text upstream serves two models: `model` (profile fast, and balanced's first pass; normally
+    `text_moderation`) and `semantic_model` (profile accurate, and balanced's second opinion; normally
+    `text_semantic`; "" = the text contract's name). Each gets its own queue and batches.
+    """
 
     url: str
     model: str
     model_version: str = ""
+    semantic_model: str = ""
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
 
     def __post_init__(self) -> None:
@@ -124,6 +130,9 @@ class RouterConfig:
         extra = [m for m in self.upstreams if m not in MODALITIES]
         if missing or extra:
             raise ValueError(f"upstreams must have exactly {list(MODALITIES)}; missing {missing}, unknown {extra}")
+        for modality, upstream in self.upstreams.items():
+            if upstream.semantic_model and modality != "text":
+                raise ValueError(f"upstreams.{modality}.semantic_model: only the text upstream has a semantic model")
 
 
 def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:

@@ -47,6 +47,12 @@ Row = dict[str, np.ndarray]
 MODELS_OUTPUT = "_models"
 #: The ModelInferResponse parameter our modality services fill with the same JSON.
 MODELS_PARAMETER = "models"
+#: Reconnect to a modality service that went away within half a second of it serving again. gRPC's
+#: default connection backoff starts at 1 s and grows 1.6x per failed attempt (up to 120 s, with 20 %
+#: jitter: grpc doc/connection-backoff.md), so a channel whose service was down for 6 s may try again
+#: only 4 s after the restarted service serves, and every item meanwhile is answered degraded. A
+#: refused connect to a service that is down costs next to nothing, so retry often.
+RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)]
 
 
 class UpstreamError(RuntimeError):
@@ -80,7 +86,7 @@ class ModalityDispatcher:
         self.upstream = upstream
         self.input_name = input_name
         self.output_names = tuple(output_names)
-        options = grpc_options(max_message_bytes)
+        options = [*grpc_options(max_message_bytes), *RECONNECT_OPTIONS]
         # One client per class (grpc.dscp is a per-channel option): index = class priority. With tracing on,
         # each has a second, uninstrumented channel for unsampled calls (upstream_client.py).
         self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)])

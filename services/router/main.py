@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -22,10 +23,13 @@ from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
 from services.common.grpc_server import GrpcService
+from services.common.listen_args import add_listen_arguments, apply_listen_arguments, host_port
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
-from services.router.config import RouterConfig, load_router_config
+from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
+                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, Upstream,
+                                    load_router_config)
 from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import apply_nice, check_classes_covered, log_service_name
 from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector
@@ -50,13 +54,17 @@ class Router:
         state = lifecycle.runtime.snapshot
         self.registry = new_registry("router", __version__)
         self.metrics = RouterMetrics(self.registry)
-        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.CONTRACTS[m][0],
-                                                  output_names=self.CONTRACTS[m][1],
-                                                  max_message_bytes=config.server.max_message_bytes,
-                                                  qos_classes=state.tenants.qos_classes,
-                                                  on_batch=self.metrics.record_batch)
-                            for m in self.CONTRACTS}
-        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
+        # One dispatcher per served model: "text" (text_moderation) and "text_semantic" share the text upstream.
+        upstreams = {**{m: (m, u) for m, u in config.upstreams.items()},
+                     "text_semantic": ("text", semantic_upstream(config.upstreams["text"]))}
+        self.dispatchers = {name: ModalityDispatcher(name, upstream, input_name=self.CONTRACTS[modality][0],
+                                                     output_names=self.CONTRACTS[modality][1],
+                                                     max_message_bytes=config.server.max_message_bytes,
+                                                     qos_classes=state.tenants.qos_classes,
+                                                     on_batch=self.metrics.record_batch)
+                            for name, (modality, upstream) in upstreams.items()}
+        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"],
+                                 text_semantic=self.dispatchers["text_semantic"])
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
         self.registry.register(lifecycle.collector())
@@ -92,6 +100,11 @@ class Router:
         await self.lifecycle.close()
 
 
+def semantic_upstream(text: Upstream) -> Upstream:
+    """The text upstream as the semantic model's dispatcher sees it (same service, its own model)."""
+    return replace(text, model=text.semantic_model or text_contract.SEMANTIC_MODEL_NAME)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m services.router",
@@ -99,16 +112,44 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "Authenticates tenants by API key, fans items out to the text, vision and OCR services "
                     "(KServe v2 gRPC), and fuses the scores through the tenant's policy. SIGTERM drains and exits.")
     parser.add_argument("--config", type=Path, default=Path("config/router.yaml"),
-                        help="router config YAML (default: config/router.yaml); env AUDITMESH_LISTEN, "
-                             "AUDITMESH_METRICS_LISTEN ('off' for none), AUDITMESH_{TEXT,VISION,OCR}_URL, "
-                             "AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR override it. Tracing: OTEL_TRACES_EXPORTER "
-                             "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT")
+                        help="router config YAML (default: config/router.yaml). The flags below override it, and so "
+                             "do (below the flags) env AUDITMESH_LISTEN, AUDITMESH_METRICS_LISTEN ('off' for none), "
+                             "AUDITMESH_{TEXT,VISION,OCR}_URL, AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR, "
+                             "AUDITMESH_POLICY_STORE, AUDITMESH_AUDIT_LOG, AUDITMESH_ADMIN_KEYS_FILE. Tracing: "
+                             "OTEL_TRACES_EXPORTER (otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], "
+                             "OTEL_EXPORTER_OTLP_ENDPOINT")
     parser.add_argument("--lane", default=None,
                         help="with `lanes:` in the config, the lane this process serves (its port and QoS classes; "
-                             "default: env AUDITMESH_LANE, else the first lane). Run one process per lane.")
+                             "default: env AUDITMESH_LANE, else the first lane). Run one process per lane. "
+                             "--listen / --metrics-listen override the lane's addresses.")
+    add_listen_arguments(parser)
+    for modality in MODALITIES:
+        parser.add_argument(f"--{modality}-url", type=host_port, default=None, metavar="HOST:PORT",
+                            help=f"the {modality} service (default: env {ENV_UPSTREAM_URL[modality]}, else "
+                                 f"upstreams.{modality}.url)")
+    for flag, what, variable, key in (
+            ("--tenants-file", "tenants file", ENV_TENANTS_FILE, "tenants_file"),
+            ("--policies-dir", "policies folder", ENV_POLICIES_DIR, "policies_dir"),
+            ("--policy-store", "policy store (SQLite)", ENV_POLICY_STORE, "lifecycle.store_path"),
+            ("--audit-log", "decision audit log (SQLite)", ENV_AUDIT_LOG, "lifecycle.audit_path"),
+            ("--admin-keys-file", "admin keys file", ENV_ADMIN_KEYS_FILE, "lifecycle.admin_keys_file")):
+        parser.add_argument(flag, default=None, metavar="PATH", help=f"the {what} (default: env {variable}, else {key})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
+
+
+def arguments_applied(config: RouterConfig, args: argparse.Namespace) -> RouterConfig:
+    """`config` (file and environment) with the command-line flags that were given applied over it."""
+    upstreams = {m: replace(u, url=getattr(args, f"{m}_url")) if getattr(args, f"{m}_url") else u
+                 for m, u in config.upstreams.items()}
+    lifecycle = config.lifecycle
+    lifecycle = replace(lifecycle, store_path=args.policy_store or lifecycle.store_path,
+                        audit_path=args.audit_log or lifecycle.audit_path,
+                        admin_keys_file=args.admin_keys_file or lifecycle.admin_keys_file)
+    return replace(config, server=apply_listen_arguments(config.server, args), upstreams=upstreams,
+                   tenants_file=args.tenants_file or config.tenants_file,
+                   policies_dir=args.policies_dir or config.policies_dir, lifecycle=lifecycle)
 
 
 async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
@@ -121,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging("router", args.log_level, args.log_format)
     try:
-        config = load_router_config(args.config, args.lane)
+        config = arguments_applied(load_router_config(args.config, args.lane), args)
         if config.lane is not None:  # lanes are processes of their own: their log lines say which
             configure_logging(log_service_name(config.lane), args.log_level, args.log_format)
         lifecycle = PolicyLifecycle.open(config)  # fails before binding the port on a bad tenants or policy file

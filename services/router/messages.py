@@ -6,7 +6,7 @@ from auditmesh.v1 import moderation_pb2 as pb
 
 from services.common.status import status_with_retry
 
-from services.router.fusion import ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
+from services.router.fusion import Evidence, ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
 from services.router.pipeline import Outcome
 from services.router.validation import RawPart
 
@@ -45,19 +45,24 @@ def response_for(request_id: str, item_id: str, policy_name: str, policy_version
 
 
 def _add_evidence(response: pb.ModerateResponse, verdict: Verdict) -> None:
-    for evidence in verdict.evidence:
-        entry = response.evidence.add(category=evidence.category, part_index=evidence.part_index)
-        if isinstance(evidence, TextSpanEvidence):
-            entry.text_span.CopyFrom(pb.TextSpan(start=evidence.start, end=evidence.end, text=evidence.text,
-                                                 matched_term=evidence.matched_term, lexicon=evidence.lexicon,
-                                                 from_ocr=evidence.ocr_line >= 0, ocr_line_index=evidence.ocr_line,
-                                                 score=evidence.score))
-        elif isinstance(evidence, OcrLineEvidence):
-            line = evidence.line
-            entry.ocr_line.CopyFrom(pb.OcrLine(line_index=line.line_index, text=line.text, confidence=line.confidence,
-                                               polygon=[pb.Point(x=x, y=y) for x, y in line.polygon]))
-        elif isinstance(evidence, ImageScoreEvidence):
-            entry.image_score.CopyFrom(pb.ImageScore(model=evidence.model, scores=dict(evidence.scores)))
+    response.evidence.extend(evidence_message(evidence) for evidence in verdict.evidence)
+
+
+def evidence_message(evidence: Evidence) -> pb.Evidence:
+    """The proto form of one piece of evidence (a response's, or an audit record's)."""
+    entry = pb.Evidence(category=evidence.category, part_index=evidence.part_index)
+    if isinstance(evidence, TextSpanEvidence):
+        entry.text_span.CopyFrom(pb.TextSpan(start=evidence.start, end=evidence.end, text=evidence.text,
+                                             matched_term=evidence.matched_term, lexicon=evidence.lexicon,
+                                             from_ocr=evidence.ocr_line >= 0, ocr_line_index=evidence.ocr_line,
+                                             score=evidence.score))
+    elif isinstance(evidence, OcrLineEvidence):
+        line = evidence.line
+        entry.ocr_line.CopyFrom(pb.OcrLine(line_index=line.line_index, text=line.text, confidence=line.confidence,
+                                           polygon=[pb.Point(x=x, y=y) for x, y in line.polygon]))
+    elif isinstance(evidence, ImageScoreEvidence):
+        entry.image_score.CopyFrom(pb.ImageScore(model=evidence.model, scores=dict(evidence.scores)))
+    return entry
 
 
 

@@ -34,3 +34,18 @@ def test_targets_mark_met_unmet_and_unmeasured() -> None:
 def test_cli_defaults_to_every_scenario() -> None:
     args = parse_args(["--quick", "--mix", "text"])
     assert args.quick and args.scenario is None and args.mix == ["text"] and args.slo_text_ms == 50.0
+
+
+def test_profile_summary_reads_each_profiles_text_knee_and_p99() -> None:
+    from bench.mesh_bench import profile_summary
+
+    by_profile = {"fast": {"mixes": {"text": {"knee_goodput_rps": 900.0, "knee_p99_ms": 30.0}},
+                           "lowload": {"latency_ms": {"p50_ms": 1.5}}},
+                  "accurate": {}}
+    assert profile_summary(by_profile) == [
+        {"profile": "fast", "text_knee_rps": 900.0, "text_p99_ms_at_knee": 30.0, "lowload_p50_ms": 1.5},
+        {"profile": "accurate", "text_knee_rps": None, "text_p99_ms_at_knee": None, "lowload_p50_ms": None}]
+
+
+def test_cli_takes_profiles() -> None:
+    assert parse_args(["--profile", "fast", "--profile", "accurate"]).profile == ["fast", "accurate"]

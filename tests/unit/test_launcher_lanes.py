@@ -1,5 +1,6 @@
 """The launcher's Mesh starts one router process per lane of router.yaml, on the ports after the
-modality services, each told its lane (no processes are started here)."""
+modality services, each told its lane and every address on its command line (no processes are
+started here)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import pytest
 from services.launcher import ROOT, Mesh, mesh_services
 
 
+def flags(command: list[str]) -> dict[str, str]:
+    """`--flag value` pairs of a command line (after `python -m module`)."""
+    words = command[3:]
+    return dict(zip(words[::2], words[1::2]))
+
+
 def test_shipped_mesh_has_a_router_per_lane_after_the_modality_services() -> None:
     assert mesh_services() == ("router", "text", "vision", "ocr", "router-bulk")
     mesh = Mesh(20000, metrics_base_port=21000)
@@ -17,12 +24,15 @@ def test_shipped_mesh_has_a_router_per_lane_after_the_modality_services() -> Non
     assert [mesh.port(s) for s in mesh.services] == [20000, 20001, 20002, 20003, 20004]
     assert mesh.metrics_port("router-bulk") == 21004
     assert mesh.router_for("realtime") == "router" and mesh.router_for("bulk") == "router-bulk"
-    env = mesh._env("router-bulk")
-    assert env["AUDITMESH_LANE"] == "bulk" and env["AUDITMESH_LISTEN"] == "127.0.0.1:20004"
-    assert env["AUDITMESH_TEXT_URL"] == "127.0.0.1:20001"
-    assert mesh._env("router")["AUDITMESH_POLICY_STORE"] == env["AUDITMESH_POLICY_STORE"]  # lanes are replicas
+    bulk = flags(mesh.command("router-bulk"))
+    assert bulk["--lane"] == "bulk" and bulk["--listen"] == "127.0.0.1:20004"
+    assert bulk["--metrics-listen"] == "127.0.0.1:21004"
+    assert bulk["--text-url"] == "127.0.0.1:20001" and bulk["--ocr-url"] == "127.0.0.1:20003"
+    assert flags(mesh.command("router"))["--policy-store"] == bulk["--policy-store"]  # lanes are replicas
     with pytest.raises(ValueError, match="unknown service"):
         mesh.port("router-fast")
+    with pytest.raises(ValueError, match="unknown service"):
+        mesh.command("router-fast")
 
 
 def test_a_config_without_lanes_runs_one_router(tmp_path: Path) -> None:
@@ -32,4 +42,4 @@ def test_a_config_without_lanes_runs_one_router(tmp_path: Path) -> None:
     mesh = Mesh(20000, config_dir=tmp_path)
     assert mesh.services == ("router", "text", "vision", "ocr") and mesh.routers == ("router",)
     assert mesh.router_for("bulk") == "router"
-    assert "AUDITMESH_LANE" not in mesh._env("router")
+    assert "--lane" not in flags(mesh.command("router"))

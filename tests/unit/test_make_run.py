@@ -7,7 +7,9 @@ import re
 import shlex
 from pathlib import Path
 
-from services.launcher import MODALITIES, parse_args
+import pytest
+
+from services.launcher import MODALITIES, main, parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,3 +24,8 @@ def test_make_run_launcher_arguments_parse_and_point_at_real_configs() -> None:
     config_dir = ROOT / args.config_dir
     for service in ("router", *MODALITIES):
         assert (config_dir / f"{service}.yaml").is_file(), f"{config_dir}/{service}.yaml is missing"
+
+
+def test_a_bad_restart_policy_is_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--restart-initial-s", "5", "--restart-max-s", "1"]) == 2
+    assert "max_delay_s must be >= initial_delay_s" in capsys.readouterr().err

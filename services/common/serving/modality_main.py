@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -18,6 +19,7 @@ from tritonclient.grpc import service_pb2_grpc
 
 from services import __version__
 from services.common.grpc_server import GrpcService
+from services.common.listen_args import add_listen_arguments, apply_listen_arguments
 from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, warm_up
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
@@ -41,14 +43,24 @@ def parse_args(service: str, argv: Sequence[str] | None) -> argparse.Namespace:
         description=f"auditmesh {service} service: KServe v2 (Triton) gRPC inference over ONNX Runtime, with "
                     "grpc.health.v1 and server reflection. SIGTERM drains in-flight work and exits.")
     parser.add_argument("--config", type=Path, default=Path(f"config/{service}.yaml"),
-                        help=f"service config YAML (default: config/{service}.yaml); env AUDITMESH_LISTEN, "
-                             "AUDITMESH_METRICS_LISTEN and AUDITMESH_MODEL_REPOSITORY override its listen address, "
-                             "/metrics address ('off' for none) and model repository. Tracing: OTEL_TRACES_EXPORTER "
+                        help=f"service config YAML (default: config/{service}.yaml). The flags below override it, "
+                             "and so do (below the flags) env AUDITMESH_LISTEN, AUDITMESH_METRICS_LISTEN and "
+                             "AUDITMESH_MODEL_REPOSITORY. Tracing: OTEL_TRACES_EXPORTER "
                              "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT; traces start at the "
                              "router: this service records spans only for calls whose caller sent a sampled traceparent")
+    add_listen_arguments(parser)
+    parser.add_argument("--model-repository", default=None, metavar="DIR",
+                        help="model repository folder (default: env AUDITMESH_MODEL_REPOSITORY, else the config's)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
+
+
+def arguments_applied(config: ModalityServiceConfig, args: argparse.Namespace) -> ModalityServiceConfig:
+    """`config` with the command-line flags given (`--listen`, `--metrics-listen`, `--model-repository`)
+    applied over the file and the environment."""
+    config = replace(config, server=apply_listen_arguments(config.server, args))
+    return replace(config, model_repository=args.model_repository) if args.model_repository else config
 
 
 def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], *,
@@ -108,7 +120,7 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
     args = parse_args(service, argv)
     configure_logging(service, args.log_level, args.log_format)
     try:
-        config = load_service_config(args.config)
+        config = arguments_applied(load_service_config(args.config), args)
         setup_tracing(service, starts_traces=False)  # traces start at the router; a modality service follows
     except ValueError as error:  # ConfigError, or an OTEL_* variable with a bad value (named in the message)
         print(f"{service}: {error}", file=sys.stderr)
@@ -123,4 +135,4 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
     return 0
 
 
-__all__ = ["run_modality", "build_service"]
+__all__ = ["run_modality", "build_service", "parse_args", "arguments_applied"]

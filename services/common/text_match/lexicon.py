@@ -30,14 +30,19 @@ from typing import Any, Iterable
 
 import ahocorasick
 
-from services.common.taxonomy import is_custom_category
+from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.scripts import is_word_char
+from services.common.text_match.zh_contact import contact_spans
+from services.common.text_match.zh_context import addressed
+from services.common.text_match.zh_pinyin import StartIndex, find_pinyin, term_syllables
+from services.common.text_match.zh_segment import cuts_word, word_spans
 
-__all__ = ["CATEGORIES", "DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
+__all__ = ["DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
 
-#: The categories a text blocklist entry may carry (the moderation taxonomy's built-in ones).
-CATEGORIES = ("sexual", "violence", "hate", "spam", "self_harm", "profanity")
+#: Where an entry may match: its normalised characters, its toneless pinyin (homophones, syllables in
+#: Latin letters) and its pinyin initials (nmsl). See zh_pinyin.py.
+SPACES = ("chars", "pinyin", "initials")
 #: Severity 1 = low, 2 = medium, 3 = high.
 SEVERITIES = (1, 2, 3)
 DEFAULT_LEXICON_PATH = Path(__file__).resolve().parent / "data" / "default_lexicon.json"
@@ -58,16 +63,26 @@ class LexiconEntry:
     category: str
     severity: int
     source: str
+    #: matching spaces (SPACES); "initials" implies "pinyin"
+    spaces: tuple[str, ...] = ("chars",)
+    #: True: a CJK hit is kept even when it cuts through a segmented word (zh_segment.py)
+    unambiguous: bool = False
+    #: True: counted only when the text addresses someone (zh_context.py), for ambiguous insults
+    needs_target: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.term, str) or not self.term.strip():
             raise ValueError(f"term: must be a non-empty string, got {self.term!r}")
-        if self.category not in CATEGORIES and not is_custom_category(self.category):
-            raise ValueError(f"category: {self.category!r} is not one of {CATEGORIES} or custom.<name> (term {self.term!r})")
+        # The taxonomy (services/common/taxonomy.py) is the one list of categories a text entry may carry.
+        if self.category not in TEXT_CATEGORIES and not is_custom_category(self.category):
+            raise ValueError(f"category: {self.category!r} is not one of {TEXT_CATEGORIES} or custom.<name> "
+                             f"(term {self.term!r})")
         if isinstance(self.severity, bool) or self.severity not in SEVERITIES:
             raise ValueError(f"severity: must be 1, 2 or 3, got {self.severity!r} (term {self.term!r})")
         if not isinstance(self.source, str):
             raise ValueError(f"source: must be a string, got {self.source!r} (term {self.term!r})")
+        if not self.spaces or any(space not in SPACES for space in self.spaces):
+            raise ValueError(f"spaces: must be a non-empty subset of {SPACES}, got {self.spaces!r} (term {self.term!r})")
 
 
 @dataclass(frozen=True)
@@ -102,26 +117,34 @@ class _Pattern:
 class Lexicon:
     """An immutable compiled blocklist. Create it with `Lexicon.build` or `Lexicon.load`."""
 
-    __slots__ = ("_automaton", "_entries", "_version")
+    __slots__ = ("_automaton", "_contact_rule", "_entries", "_phonetic", "_version")
 
     _automaton: Any
+    _contact_rule: bool
     _entries: tuple[LexiconEntry, ...]
+    _phonetic: tuple[tuple[tuple[str, ...], LexiconEntry], ...]
     _version: str
 
-    def __init__(self, automaton: Any, entries: tuple[LexiconEntry, ...], version: str) -> None:
+    def __init__(self, automaton: Any, entries: tuple[LexiconEntry, ...], version: str,
+                 contact_rule: bool = False) -> None:
         object.__setattr__(self, "_automaton", automaton)
         object.__setattr__(self, "_entries", entries)
         object.__setattr__(self, "_version", version)
+        object.__setattr__(self, "_contact_rule", contact_rule)
+        object.__setattr__(self, "_phonetic", tuple(
+            (term_syllables(normalize(e.term).text), e) for e in entries
+            if "pinyin" in e.spaces or "initials" in e.spaces))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Lexicon is immutable; build a new one instead of setting {name!r}")
 
     @classmethod
-    def build(cls, entries: Iterable[LexiconEntry]) -> Lexicon:
+    def build(cls, entries: Iterable[LexiconEntry], *, contact_rule: bool = False) -> Lexicon:
         """Normalise every term and compile the automaton.
 
         Raises ValueError for an entry whose term normalises to nothing (only separators or
-        format characters). Example::
+        format characters). `contact_rule` adds spam hits for obfuscated contacts (zh_contact.py;
+        the default lexicon, not tenant blocklists). Example::
 
             lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "mine")])
         """
@@ -137,16 +160,27 @@ class Lexicon:
             automaton.add_word(term, _Pattern(term, tuple(group), is_word_char(term[0]), is_word_char(term[-1])))
         if grouped:
             automaton.make_automaton()
-        return cls(automaton, ordered, _content_version(ordered))
+        return cls(automaton, ordered, _content_version(ordered), contact_rule)
 
     @classmethod
     def load(cls, path: Path = DEFAULT_LEXICON_PATH) -> Lexicon:
-        """Build from a lexicon JSON file (format `auditmesh-lexicon/1`, see build_lexicon.py)."""
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-        if document.get("format") != LEXICON_FORMAT:
-            raise ValueError(f"format: {path} has {document.get('format')!r}, expected {LEXICON_FORMAT!r}")
-        return cls.build(LexiconEntry(e["term"], e["category"], int(e["severity"]), e["source"])
-                         for e in document["entries"])
+        """Build from a lexicon JSON file (format `auditmesh-lexicon/1`, see build_lexicon.py).
+
+        `includes` names sibling files of the same format whose entries are added (the project's
+        Chinese lists, data/zh_terms.json); `contact_rule: true` in any of them enables zh_contact.
+        """
+        entries: list[LexiconEntry] = []
+        contact_rule = False
+        for document_path, document in _documents(Path(path)):
+            contact_rule = contact_rule or bool(document.get("contact_rule", False))
+            for index, e in enumerate(document["entries"]):
+                try:
+                    entries.append(LexiconEntry(e["term"], e["category"], int(e["severity"]), e["source"],
+                                                tuple(e.get("spaces", ("chars",))), bool(e.get("unambiguous", False)),
+                                                bool(e.get("needs_target", False))))
+                except (KeyError, TypeError, ValueError) as error:
+                    raise ValueError(f"{document_path}: entries[{index}]: {error}") from error
+        return cls.build(entries, contact_rule=contact_rule)
 
     @property
     def entries(self) -> tuple[LexiconEntry, ...]:
@@ -170,26 +204,81 @@ class Lexicon:
             >>> [(m.start, m.end, m.matched_text) for m in lexicon.find(normalize("你个傻　.　逼"))]
             [(2, 7, '傻　.　逼')]
         """
-        if not len(self._automaton) or not text.text:
+        if not text.text:
             return []
         best: dict[tuple[str, int, int], Match] = {}
         haystack = text.text
-        for last, pattern in self._automaton.iter(haystack):
-            start = last - len(pattern.term) + 1
-            if pattern.bounded_left and start > 0 and is_word_char(haystack[start - 1]):
-                continue
-            if pattern.bounded_right and last + 1 < len(haystack) and is_word_char(haystack[last + 1]):
-                continue
-            first, end = text.original_span(start, last + 1)
-            surface = text.original[first:end]
-            for entry in pattern.entries:
-                key = (entry.category, first, end)
-                current = best.get(key)
-                if current is None or entry.severity > current.severity:
-                    best[key] = Match(entry.category, pattern.term, entry.severity, first, end, surface, entry.source)
+        context = _Context(haystack)
+
+        def keep(entry: LexiconEntry, term: str, start: int, end: int) -> None:
+            if context.rejects(entry, start, end):
+                return
+            first, last = text.original_span(start, end)
+            key = (entry.category, first, last)
+            current = best.get(key)
+            if current is None or entry.severity > current.severity:
+                best[key] = Match(entry.category, term, entry.severity, first, last, text.original[first:last], entry.source)
+
+        if len(self._automaton):
+            for last, pattern in self._automaton.iter(haystack):
+                start = last - len(pattern.term) + 1
+                if pattern.bounded_left and start > 0 and is_word_char(haystack[start - 1]):
+                    continue
+                if pattern.bounded_right and last + 1 < len(haystack) and is_word_char(haystack[last + 1]):
+                    continue
+                for entry in pattern.entries:
+                    keep(entry, pattern.term, start, last + 1)
+        starts = StartIndex(haystack) if self._phonetic else None
+        for syllables, entry in self._phonetic:
+            for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
+                keep(entry, normalize(entry.term).text, start, end)
+        if self._contact_rule:
+            for first, last in contact_spans(text.original):
+                best.setdefault(("spam", first, last), Match("spam", "rule:zh-contact", 2, first, last,
+                                                             text.original[first:last], "rule:zh-contact"))
         return sorted(best.values(), key=lambda m: (m.start, m.end, m.category))
 
 
+class _Context:
+    """Per-text context checks, computed lazily (most texts need neither segmentation nor target)."""
+
+    def __init__(self, haystack: str) -> None:
+        self._haystack = haystack
+        self._spans: list[tuple[int, int]] | None = None
+        self._addressed: bool | None = None
+
+    def rejects(self, entry: LexiconEntry, start: int, end: int) -> bool:
+        """True when a hit of `entry` on [start, end) is a straddle or lacks a needed target."""
+        if entry.needs_target:
+            if self._addressed is None:
+                self._addressed = addressed(self._haystack)
+            if not self._addressed:
+                return True
+        if entry.unambiguous or not any(_is_cjk(c) for c in self._haystack[start:end]):
+            return False
+        if self._spans is None:
+            self._spans = word_spans(self._haystack)
+        return cuts_word(self._spans, start, end)
+
+
+def _is_cjk(char: str) -> bool:
+    return "\u3400" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff"
+
+
+def _documents(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    document = json.loads(path.read_text(encoding="utf-8"))
+    if document.get("format") != LEXICON_FORMAT:
+        raise ValueError(f"format: {path} has {document.get('format')!r}, expected {LEXICON_FORMAT!r}")
+    documents = [(path, document)]
+    for name in document.get("includes", []):
+        documents.extend(_documents(path.parent / name))
+    return documents
+
+
 def _content_version(entries: tuple[LexiconEntry, ...]) -> str:
-    canonical = json.dumps([[e.term, e.category, e.severity, e.source] for e in entries], ensure_ascii=False)
+    # entries with only default matching fields hash as before, so existing versions stay stable
+    canonical = json.dumps([[e.term, e.category, e.severity, e.source] + (
+        [list(e.spaces), e.unambiguous, e.needs_target]
+        if (e.spaces, e.unambiguous, e.needs_target) != (("chars",), False, False) else [])
+        for e in entries], ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

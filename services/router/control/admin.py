@@ -25,11 +25,11 @@ from services.router.control.canary import CanaryReport, RollbackBounds
 from services.router.control.control import PolicyControl
 from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
 from services.router.control.store import CanarySpec, PointerChange, StoredVersion
+from services.router.messages import DECISIONS, evidence_message
 
 log = logging.getLogger(__name__)
 ADMIN_SERVICE_NAME = "auditmesh.v1.PolicyAdmin"
 T = TypeVar("T")
-DECISIONS = {"allow": pb.ALLOW, "review": pb.REVIEW, "block": pb.BLOCK}
 KINDS: dict[int, Kind] = {apb.DOCUMENT_KIND_UNSPECIFIED: "policy", apb.POLICY: "policy", apb.TENANTS: "tenants"}
 KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
 
@@ -203,22 +203,6 @@ def audit_message(record: AuditRecord) -> apb.AuditRecord:
         models=[pb.ModelVersion(name=name, version=version) for name, version in record.models],
         categories=[apb.AuditCategory(category=c.category, score=c.score, action=DECISIONS[c.action], rule=c.rule)
                     for c in record.categories])
-    for reference in record.evidence:
-        message.evidence.append(_evidence(reference))
+    message.evidence.extend(evidence_message(evidence) for evidence in record.evidence)
     return message
 
-
-def _evidence(ref: Any) -> pb.Evidence:
-    evidence = pb.Evidence(category=ref["category"], part_index=ref["part"])
-    kind = ref.get("kind")
-    if kind == "text_span":
-        evidence.text_span.CopyFrom(pb.TextSpan(start=ref["start"], end=ref["end"], text=ref.get("text", ""),
-                                                matched_term=ref["term"], lexicon=ref["lexicon"],
-                                                from_ocr=ref["ocr_line"] >= 0, ocr_line_index=ref["ocr_line"],
-                                                score=ref["score"]))
-    elif kind == "ocr_line":
-        evidence.ocr_line.CopyFrom(pb.OcrLine(line_index=ref["line"], text=ref.get("text", ""), confidence=ref["confidence"],
-                                              polygon=[pb.Point(x=x, y=y) for x, y in ref["polygon"]]))
-    elif kind == "image_score":
-        evidence.image_score.CopyFrom(pb.ImageScore(model=ref["model"], scores=ref["scores"]))
-    return evidence

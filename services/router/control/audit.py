@@ -7,21 +7,36 @@ whether it was degraded, the canary arm, the item's client metadata, and referen
 text, and the text parts themselves, are kept only when the policy sets `audit.include_content`.
 Stored by `services.router.control.audit_store`.
 
+Categories follow the taxonomy (services/common/taxonomy.py); each record says which (`taxonomy`) and
+the accuracy profile its texts were judged with (`profile`). A stored record without `taxonomy` was
+written under taxonomy 1, where `hate` was the generic toxicity score; it still reads back unchanged
+(docs/taxonomy.md, "Migration").
+
 Example::
 
     record = audit_record(AuditInput(tenant="acme", request_id="r1", item_id="c-9", metadata={},
                                      texts=["..."], policy=policy, verdict=verdict, models=[...]), now=time.time())
-    record.evidence[0]   # {"kind": "text_span", "category": "profanity", "part": 0, "start": 3, "end": 8, ...}
+    record.evidence[0]   # TextSpanEvidence(category="profanity", part_index=0, start=3, end=8, text="", ...)
+
+Evidence is kept typed (the router's own `services.router.fusion` evidence records, with their text
+blanked unless content is kept), so the admin API converts it with the same code as a response
+(`services.router.messages.evidence_message`). It is stored as JSON (`evidence_reference`, read back
+with `evidence_from_reference`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from services.router.fusion import Evidence, ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
+from services.router.fusion import (Evidence, ImageScoreEvidence, OcrLineEvidence, OcrLineFinding, TextSpanEvidence,
+                                    Verdict)
 from services.router.policy import CompiledPolicy
+
+#: The taxonomy new records are written under (1 = before issue 13: one generic `hate` text score).
+TAXONOMY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -44,11 +59,15 @@ class AuditRecord:
     policy_name: str
     policy_version: str
     models: tuple[tuple[str, str], ...]
-    evidence: tuple[Mapping[str, Any], ...]
+    evidence: tuple[Evidence, ...]
     degraded: bool = False
     canary_arm: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
     content: tuple[str, ...] = ()
+    #: Records stored before the field existed are taxonomy 1.
+    taxonomy: int = 1
+    #: The policy's accuracy profile (fast | balanced | accurate); "" for taxonomy-1 records.
+    profile: str = ""
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (built by hand: `dataclasses.asdict` deep-copies, and this runs for
@@ -59,15 +78,18 @@ class AuditRecord:
                                for c in self.categories],
                 "policy_name": self.policy_name, "policy_version": self.policy_version,
                 "models": [[name, version] for name, version in self.models],
-                "evidence": [dict(e) for e in self.evidence], "degraded": self.degraded,
-                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content)}
+                "evidence": [evidence_reference(e) for e in self.evidence], "degraded": self.degraded,
+                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content),
+                "taxonomy": self.taxonomy, "profile": self.profile}
 
     @classmethod
     def from_json_dict(cls, data: Mapping[str, Any]) -> AuditRecord:
-        values = dict(data)
+        """A stored record; older records (fewer keys) get the defaults, keys a newer router added are ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
         values["categories"] = tuple(AuditCategory(**c) for c in data["categories"])
         values["models"] = tuple((str(n), str(v)) for n, v in data["models"])
-        values["evidence"] = tuple(data["evidence"])
+        values["evidence"] = tuple(evidence_from_reference(e) for e in data["evidence"])
         values["content"] = tuple(data["content"])
         return cls(**values)
 
@@ -96,25 +118,51 @@ def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> Audit
         tenant=source.tenant, time=now, decision=verdict.decision,
         categories=tuple(AuditCategory(c.category, round(c.score, 6), c.action, c.rule) for c in verdict.categories),
         policy_name=source.policy.name, policy_version=source.policy.version, models=tuple(source.models),
-        evidence=tuple(evidence_reference(e, with_content) for e in verdict.evidence),
+        evidence=tuple(e if with_content else without_content(e) for e in verdict.evidence),
         degraded=bool(verdict.degradations), canary_arm=source.canary_arm, metadata=dict(source.metadata),
-        content=tuple(source.texts) if with_content else ())
+        content=tuple(source.texts) if with_content else (), taxonomy=TAXONOMY_VERSION,
+        profile=source.policy.profile)
 
 
-def evidence_reference(evidence: Evidence, with_content: bool) -> dict[str, Any]:
-    """A reference to one piece of evidence; its text only `with_content`."""
+def without_content(evidence: Evidence) -> Evidence:
+    """`evidence` with the span or line text blanked (offsets, terms, boxes and scores stay)."""
+    if isinstance(evidence, TextSpanEvidence):
+        return replace(evidence, text="")
+    if isinstance(evidence, OcrLineEvidence):
+        return replace(evidence, line=replace(evidence.line, text=""))
+    return evidence
+
+
+def evidence_reference(evidence: Evidence) -> dict[str, Any]:
+    """The JSON form of one piece of evidence (text included only if the record kept it)."""
     base: dict[str, Any] = {"category": evidence.category, "part": evidence.part_index}
     if isinstance(evidence, TextSpanEvidence):
         base.update(kind="text_span", start=evidence.start, end=evidence.end, lexicon=evidence.lexicon,
                     term=evidence.matched_term, ocr_line=evidence.ocr_line, score=round(evidence.score, 6))
-        if with_content:
+        if evidence.text:
             base["text"] = evidence.text
     elif isinstance(evidence, OcrLineEvidence):
         line = evidence.line
         base.update(kind="ocr_line", line=line.line_index, confidence=round(line.confidence, 6),
                     polygon=[list(point) for point in line.polygon])
-        if with_content:
+        if line.text:
             base["text"] = line.text
     elif isinstance(evidence, ImageScoreEvidence):
         base.update(kind="image_score", model=evidence.model, scores={k: round(v, 6) for k, v in evidence.scores.items()})
     return base
+
+
+def evidence_from_reference(ref: Mapping[str, Any]) -> Evidence:
+    """The typed evidence of one stored JSON reference (see `evidence_reference`)."""
+    category, part = str(ref["category"]), int(ref["part"])
+    kind = ref.get("kind")
+    if kind == "text_span":
+        return TextSpanEvidence(category, part, int(ref["start"]), int(ref["end"]), str(ref.get("text", "")),
+                                str(ref["term"]), str(ref["lexicon"]), int(ref["ocr_line"]), float(ref["score"]))
+    if kind == "ocr_line":
+        polygon = tuple((int(x), int(y)) for x, y in ref["polygon"])
+        return OcrLineEvidence(category, part, OcrLineFinding(part, int(ref["line"]), str(ref.get("text", "")),
+                                                              float(ref["confidence"]), polygon))
+    if kind == "image_score":
+        return ImageScoreEvidence(category, part, str(ref["model"]), {str(k): float(v) for k, v in ref["scores"].items()})
+    raise ValueError(f"audit evidence of unknown kind {kind!r}")

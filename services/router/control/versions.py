@@ -78,7 +78,8 @@ def parse_document(kind: Kind, text: str, source: str, *, name: str = "") -> Par
     data = parse_yaml_text(text, source)
     if kind == "policy":
         policy = compile_policy_text(data, source, name)
-        return dataclasses.replace(_parsed(kind, policy.name, policy.version, text, policy.document, source), compiled=policy)
+        written = policy.written or policy.document  # as written: a migration must not change a stored version's hash
+        return dataclasses.replace(_parsed(kind, policy.name, policy.version, text, written, source), compiled=policy)
     tenants = load_dataclass(TenantsFile, data, source)
     build_directory(tenants, source, None)
     version = tenants.version or f"sha-{_digest(_canonical(tenants, drop='version'))[:12]}"

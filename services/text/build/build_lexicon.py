@@ -73,6 +73,7 @@ def build_document(curation_document: dict[str, Any]) -> tuple[dict[str, Any], l
         "format": LEXICON_FORMAT,
         "version": lexicon.version,
         "generated_by": "python -m services.text.build.build_lexicon",
+        "includes": ["zh_terms.json"],  # the project-written Chinese lists (services/common/text_match)
         "licenses": licenses,
         "rules": [
             "terms are matched after services.common.text_match.normalize.normalize(); Latin edges need word boundaries",

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -12,12 +9,7 @@ from PIL import Image
 
 from services.common.image_decode import ImageHeader, ImageLimits, decode_rgb, inspect_image
 from services.common.errors import ImageRejectedError
-
-
-def _encode(image: Image.Image, fmt: str, **options: object) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format=fmt, **options)
-    return buffer.getvalue()
+from tests.stubs import encode_image, png_declaring
 
 
 def _photo(width: int = 64, height: int = 48) -> Image.Image:
@@ -25,18 +17,9 @@ def _photo(width: int = 64, height: int = 48) -> Image.Image:
     return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
 
 
-def _png_declaring(width: int, height: int) -> bytes:
-    """A tiny valid-looking 1-bit PNG whose header declares width x height (one row of pixel data)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    row = zlib.compress(b"\0" * (1 + (width + 7) // 8))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
-
-
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
 def test_allowed_formats_decode_to_rgb(fmt: str) -> None:
-    data = _encode(_photo(64, 48), fmt)
+    data = encode_image(_photo(64, 48), fmt)
     assert inspect_image(data) == ImageHeader(fmt, 64, 48)
     rgb = decode_rgb(data)
     assert rgb.shape == (48, 64, 3) and rgb.dtype == np.uint8
@@ -45,24 +28,24 @@ def test_allowed_formats_decode_to_rgb(fmt: str) -> None:
 @pytest.mark.parametrize("mode", ["L", "LA", "P", "RGBA", "I;16", "1"])
 def test_other_pixel_modes_become_rgb(mode: str) -> None:
     image = _photo(20, 10).convert(mode) if mode != "I;16" else Image.new("I;16", (20, 10), 1000)
-    assert decode_rgb(_encode(image, "PNG")).shape == (10, 20, 3)
+    assert decode_rgb(encode_image(image, "PNG")).shape == (10, 20, 3)
 
 
 def test_lossless_png_pixels_are_exact() -> None:
     image = _photo(33, 17)
-    np.testing.assert_array_equal(decode_rgb(_encode(image, "PNG")), np.asarray(image))
+    np.testing.assert_array_equal(decode_rgb(encode_image(image, "PNG")), np.asarray(image))
 
 
 def test_animated_image_uses_first_frame() -> None:
     frames = [Image.new("RGB", (16, 16), colour) for colour in ((255, 0, 0), (0, 0, 255))]
-    data = _encode(frames[0], "PNG", save_all=True, append_images=frames[1:])
+    data = encode_image(frames[0], "PNG", save_all=True, append_images=frames[1:])
     assert tuple(decode_rgb(data)[0, 0]) == (255, 0, 0)
 
 
 @pytest.mark.parametrize("fmt", ["GIF", "BMP", "TIFF", "ICO"])
 def test_formats_outside_the_allow_list_are_rejected(fmt: str) -> None:
     with pytest.raises(ImageRejectedError, match=f"format {fmt} is not accepted"):
-        decode_rgb(_encode(Image.new("RGB", (32, 32)), fmt))
+        decode_rgb(encode_image(Image.new("RGB", (32, 32)), fmt))
 
 
 def test_empty_and_garbage_are_rejected() -> None:
@@ -74,7 +57,7 @@ def test_empty_and_garbage_are_rejected() -> None:
 
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
 def test_truncated_data_is_rejected_not_partially_decoded(fmt: str) -> None:
-    data = _encode(_photo(256, 256), fmt)
+    data = encode_image(_photo(256, 256), fmt)
     truncated = data[: len(data) // 2]
     inspect_image(truncated)  # the header alone is fine
     with pytest.raises(ImageRejectedError, match="corrupt or truncated"):
@@ -87,13 +70,13 @@ def test_byte_limit_is_checked_before_parsing() -> None:
 
 
 def test_side_limit() -> None:
-    data = _encode(Image.new("RGB", (300, 20)), "PNG")
+    data = encode_image(Image.new("RGB", (300, 20)), "PNG")
     with pytest.raises(ImageRejectedError, match="300x20; each side must be 1..256"):
         decode_rgb(data, ImageLimits(max_side=256))
 
 
 def test_decompression_bomb_is_rejected_from_the_header() -> None:
-    bomb = _png_declaring(8000, 8000)  # 89 bytes declaring 64 Mpixel (sides within max_side)
+    bomb = png_declaring(8000, 8000)  # 89 bytes declaring 64 Mpixel (sides within max_side)
     assert len(bomb) < 200
     with pytest.raises(ImageRejectedError, match="64000000 pixels, over the limit of 40000000"):
         decode_rgb(bomb)
@@ -102,13 +85,13 @@ def test_decompression_bomb_is_rejected_from_the_header() -> None:
 @pytest.mark.parametrize("size", [(20000, 20000), (50000, 50000)])
 def test_canvas_over_pillows_own_bomb_limit_is_reported_as_too_many_pixels(size: tuple[int, int]) -> None:
     with pytest.raises(ImageRejectedError, match="too many pixels"):
-        decode_rgb(_png_declaring(*size))
+        decode_rgb(png_declaring(*size))
 
 
 def test_transparency_is_composited_onto_white() -> None:
     rgba = np.zeros((8, 8, 4), np.uint8)  # transparent black ...
     rgba[:4, :, 3] = 255  # ... except an opaque black top half
-    rgb = decode_rgb(_encode(Image.fromarray(rgba), "PNG"))
+    rgb = decode_rgb(encode_image(Image.fromarray(rgba), "PNG"))
     assert (rgb[:4] == 0).all() and (rgb[4:] == 255).all()
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import struct
-import zlib
 from typing import Callable
 
 import numpy as np
@@ -15,27 +12,13 @@ from PIL import Image
 from services.common.errors import InvalidInputError
 from services.vision.build.benign_corpus import photo_like
 from services.vision.model import ImageSafetyModel
+from tests.stubs import encode_image, png_declaring
 
 
 def _tensor(items: list[bytes]) -> np.ndarray:
     tensor = np.empty((len(items), 1), dtype=np.object_)
     tensor[:, 0] = items
     return tensor
-
-
-def _encode(image: Image.Image, fmt: str) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format=fmt)
-    return buffer.getvalue()
-
-
-def _png_declaring(width: int, height: int) -> bytes:
-    """A tiny 1-bit greyscale PNG whose header declares width x height (only one row of data)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    row = zlib.compress(b"\0" * (1 + (width + 7) // 8))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
 
 
 def _scores(out: dict[str, np.ndarray]) -> np.ndarray:
@@ -76,10 +59,10 @@ def test_benign_corpus_stays_below_review(model: ImageSafetyModel, china_jpeg: b
     ("corrupt bytes", lambda good: b"\x00garbage" * 50, "could not be decoded"),
     ("empty", lambda good: b"", "empty"),
     ("truncated JPEG", lambda good: good[: len(good) // 3], "corrupt or truncated"),
-    ("GIF", lambda good: _encode(Image.new("RGB", (64, 64), (10, 200, 30)), "GIF"), "format GIF is not accepted"),
-    ("BMP", lambda good: _encode(Image.new("RGB", (64, 64), (10, 200, 30)), "BMP"), "format BMP is not accepted"),
-    ("bomb 50000x50000", lambda good: _png_declaring(50000, 50000), "too many pixels"),
-    ("bomb 8000x8000", lambda good: _png_declaring(8000, 8000), "over the limit"),
+    ("GIF", lambda good: encode_image(Image.new("RGB", (64, 64), (10, 200, 30)), "GIF"), "format GIF is not accepted"),
+    ("BMP", lambda good: encode_image(Image.new("RGB", (64, 64), (10, 200, 30)), "BMP"), "format BMP is not accepted"),
+    ("bomb 50000x50000", lambda good: png_declaring(50000, 50000), "too many pixels"),
+    ("bomb 8000x8000", lambda good: png_declaring(8000, 8000), "over the limit"),
 ])
 def test_bad_item_gets_an_error_and_the_good_items_are_unaffected(
         model: ImageSafetyModel, china_jpeg: bytes, flower_jpeg: bytes, name: str,

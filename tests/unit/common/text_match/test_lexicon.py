@@ -140,10 +140,12 @@ def test_default_lexicon_loads_and_has_the_common_chinese_terms() -> None:
 
 def test_default_lexicon_file_is_consistent(tmp_path: Path) -> None:
     document = json.loads(DEFAULT_LEXICON_PATH.read_text(encoding="utf-8"))
+    own = Lexicon.build(LexiconEntry(e["term"], e["category"], int(e["severity"]), e["source"])
+                        for e in document["entries"])  # the version covers the file's own entries, not its includes
     lexicon = Lexicon.load(DEFAULT_LEXICON_PATH)
-    assert document["version"] == lexicon.version
-    assert document["counts"]["entries"] == len(document["entries"]) == len(lexicon)
-    assert all(source in document["licenses"] for source in {e.source for e in lexicon.entries})
+    assert document["version"] == own.version
+    assert document["counts"]["entries"] == len(document["entries"]) == len(own) < len(lexicon)
+    assert all(source in document["licenses"] for source in {e.source for e in own.entries})
 
 
 def test_load_rejects_unknown_format(tmp_path: Path) -> None:

@@ -1,0 +1,108 @@
+"""Chinese matching spaces and context (issue 14): each with a positive and a benign case."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.text_match.lexicon import Lexicon, LexiconEntry
+from services.common.text_match.normalize import normalize
+from services.common.text_match.zh_contact import contact_spans
+from services.common.text_match.zh_context import addressed
+from services.common.text_match.zh_pinyin import find_pinyin, term_syllables
+from services.common.text_match.zh_segment import cuts_word, word_spans
+
+
+def _hits(lexicon: Lexicon, text: str) -> list[tuple[str, str]]:
+    return [(m.category, m.matched_text) for m in lexicon.find(normalize(text))]
+
+
+def test_chars_space_keeps_a_whole_word_hit_and_drops_a_straddle() -> None:
+    lexicon = Lexicon.build([LexiconEntry("机巴", "sexual", 2, "t"), LexiconEntry("操你", "profanity", 2, "t")])
+    assert _hits(lexicon, "手机巴士这个网站还能上吗") == []
+    assert _hits(lexicon, "广播体操你练了吗") == []
+    assert _hits(lexicon, "操你，滚") == [("profanity", "操你")]
+
+
+def test_unambiguous_entry_survives_a_straddle() -> None:
+    entry = LexiconEntry("日批", "sexual", 3, "t", unambiguous=True)
+    assert _hits(Lexicon.build([entry]), "今日批改作业") == [("sexual", "日批")]
+    assert _hits(Lexicon.build([LexiconEntry("日批", "sexual", 3, "t")]), "今日批改作业") == []
+
+
+def test_segmentation_runs_after_normalisation() -> None:
+    lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "t")])
+    assert _hits(lexicon, "你个傻　.　逼") == [("profanity", "傻　.　逼")]
+
+
+def test_cuts_word() -> None:
+    assert cuts_word(word_spans("手机巴士"), 1, 3)
+    assert not cuts_word(word_spans("你个傻逼"), 2, 4)
+
+
+def test_pinyin_space_homophone_and_latin_syllables() -> None:
+    lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "t", spaces=("chars", "pinyin"))])
+    assert _hits(lexicon, "你这么个沙币") == [("profanity", "沙币")]
+    assert _hits(lexicon, "楼主sha逼吧") == [("profanity", "sha逼")]
+    assert _hits(lexicon, "沙滩上捡贝壳") == []
+
+
+def test_pinyin_space_needs_the_entry_flag() -> None:
+    assert _hits(Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "t")]), "你这么个沙币") == []
+
+
+def test_initials_space_only_for_flagged_entries() -> None:
+    flagged = Lexicon.build([LexiconEntry("你妈死了", "harassment", 3, "t", spaces=("chars", "pinyin", "initials"))])
+    plain = Lexicon.build([LexiconEntry("你妈死了", "harassment", 3, "t", spaces=("chars", "pinyin"))])
+    assert _hits(flagged, "nmsl") == [("harassment", "nmsl")]
+    assert _hits(plain, "nmsl") == []
+    assert _hits(flagged, "nmslx is a file") == []  # Latin edge must not touch another letter
+
+
+def test_find_pinyin_respects_latin_boundaries() -> None:
+    assert find_pinyin("chaos", term_syllables("操"), initials=False) == []
+    assert find_pinyin("cao你妈", term_syllables("操你妈"), initials=False) == [(0, 5)]
+
+
+def test_needs_target_context() -> None:
+    lexicon = Lexicon.build([LexiconEntry("垃圾", "harassment", 2, "t", needs_target=True)])
+    assert _hits(lexicon, "你就是个垃圾") == [("harassment", "垃圾")]
+    assert _hits(lexicon, "这部电影真垃圾，浪费钱") == []
+    assert addressed("楼上就是个废物") and not addressed("这破天气")
+
+
+@pytest.mark.parametrize("text", ["加薇信 ab8866123", "详情q：幺三九零八八六六五二一", "裸聊扣 7-3-6-1-2-8-8-8-1",
+                                  "v信 ①⑧⑧⑥⑥②③", "电话 139/0886/6521"])
+def test_contact_rule_positive(text: str) -> None:
+    assert contact_spans(text)
+
+
+@pytest.mark.parametrize("text", ["您的验证码是482913，五分钟内有效", "订单号２０２４０６１１０００１２３已发货",
+                                  "我在微信上跟妈妈聊天"])
+def test_contact_rule_benign(text: str) -> None:
+    assert contact_spans(text) == []
+
+
+def test_contact_rule_only_when_enabled() -> None:
+    entry = LexiconEntry("刷单", "spam", 2, "t")
+    assert ("spam", "薇信 ab8866123") in _hits(Lexicon.build([entry], contact_rule=True), "加薇信 ab8866123")
+    assert _hits(Lexicon.build([entry]), "加薇信 ab8866123") == []
+
+
+def test_invalid_space_is_rejected() -> None:
+    with pytest.raises(ValueError, match="spaces"):
+        LexiconEntry("傻逼", "profanity", 2, "t", spaces=("sound",))
+
+
+def test_default_lexicon_loads_the_chinese_lists() -> None:
+    lexicon = Lexicon.load()
+    assert ("violence", "弄死你") in _hits(lexicon, "我今天就弄死你")
+    assert _hits(lexicon, "手机巴士这个网站还能上吗") == []
+
+
+def test_two_latin_initials_in_english_text_are_not_a_pinyin_hit() -> None:
+    """Regression: "I'll" held the initials "ll" of 裸聊 (sexual, severity 3), so English text was flagged."""
+    from services.common.text_match.zh_pinyin import find_pinyin, term_syllables
+
+    assert find_pinyin("i'll be there at five", term_syllables("裸聊"), initials=True) == []
+    assert find_pinyin("ll 你来吗", term_syllables("裸聊"), initials=True) == [(0, 2)]
+    assert find_pinyin("nmsl", term_syllables("你妈死了"), initials=True) == [(0, 4)]
