@@ -272,7 +272,7 @@ async def run_profiles(plan: Plan, slo: Slo, scenarios: Sequence[str], profiles:
     return report
 
 
-async def run(plan: Plan, slo: Slo, scenarios: Sequence[str]) -> dict[str, Any]:
+async def run(plan: Plan, slo: Slo, scenarios: Sequence[str], policy_profile: str | None = None) -> dict[str, Any]:
     """Every requested scenario, in the order of the module docstring, and the comparisons."""
     account = CpuAccount.start()
     report: dict[str, Any] = {"machine": machine(), "scenarios": list(scenarios), "plan": asdict(plan),
@@ -288,7 +288,9 @@ async def run(plan: Plan, slo: Slo, scenarios: Sequence[str]) -> dict[str, Any]:
             report["unbatched"] = unbatched = await bench_unbatched(inputs, plan, slo, Path(tmp), text_runs)
         if {"auditmesh", "batched", "isolation", "lowload", *LIBRARY_SCENARIOS} & set(scenarios):
             batch1 = direct["text"]["batch1_ms"] if direct else None
-            report["auditmesh"] = auditmesh = await bench_auditmesh(inputs, plan, slo, Path(tmp), scenarios, batch1)
+            report["auditmesh"] = auditmesh = await bench_auditmesh(inputs, plan, slo, Path(tmp), scenarios, batch1,
+                                                                    policy_profile)
+            report["auditmesh_policy_profile"] = policy_profile or "shipped"
     # Other work on the machine skews every number: say how much of it there was.
     report["machine"]["foreign_cpu_share"] = account.foreign_cpu_share()
     report["ratios"] = comparisons(plan, direct, unbatched, auditmesh)
@@ -305,6 +307,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--slo-text-ms", type=float, default=50.0, help="P99 SLO of text items (default 50)")
     parser.add_argument("--slo-image-ms", type=float, default=1000.0, help="P99 SLO of image items (default 1000)")
     parser.add_argument("--step-seconds", type=float, help="override the plan's seconds per load step")
+    parser.add_argument("--policy-profile", choices=("fast", "balanced", "accurate"),
+                        help="set every policy of the auditmesh mesh to this profile, baselines still in the same run "
+                             "(fast = text_moderation only, the model the unbatched baseline calls)")
     parser.add_argument("--confirm", type=int, default=1, metavar="N",
                         help="knee search: rerun a failed step until N steps decide by majority (default 1: no rerun)")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -341,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = tuple(s for s in (args.scenario or ("auditmesh",)) if s not in ("direct", "unbatched"))
         report = asyncio.run(run_profiles(plan, slo, chosen, tuple(dict.fromkeys(args.profile))))
     else:
-        report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS)))
+        report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS), args.policy_profile))
     report["command"] = " ".join(["python -m bench.mesh_bench", *(argv if argv is not None else sys.argv[1:])])
     print(json.dumps(report, indent=2))
     return 0

@@ -2,7 +2,7 @@
 `ModerateBatch` call, one per message of a `ModerateStream`, or single-item calls through
 `auditmesh.client` (auto-batched). Prints JSON.
 
-    python -m bench.router_cpu [--items 3000] [--in-flight 64] [--rounds 3]
+    python -m bench.router_cpu [--items 3000] [--in-flight 64] [--rounds 3] [--policy-profile fast]
 
 Starts the real mesh (shipped configs, one realtime bench tenant). Each round sends `--items` text
 items by each path in turn, closed loop with `--in-flight` items outstanding, and reads the router's
@@ -137,18 +137,18 @@ async def measure(address: str, cpu: ProcessCpu, probe: StatsProbe, inputs: Benc
             for path, runs in per_path.items()}
 
 
-async def run(items: int, in_flight: int, rounds: int) -> dict[str, Any]:
+async def run(items: int, in_flight: int, rounds: int, profile: str | None = None) -> dict[str, Any]:
     account = CpuAccount.start()
     inputs = BenchInputs.build(images=1)
     with tempfile.TemporaryDirectory(prefix="auditmesh-router-cpu-") as tmp, \
-            running_mesh(auditmesh_mesh(Path(tmp), [REALTIME]), with_router=True) as mesh:
+            running_mesh(auditmesh_mesh(Path(tmp), [REALTIME], profile), with_router=True) as mesh:
         cpu = ProcessCpu({"router": mesh.processes["router"].pid, "text": mesh.processes["text"].pid,
                           "generator": os.getpid()})
         async with modality_clients(mesh) as clients:
             paths = await measure(mesh.address("router"), cpu, StatsProbe(clients), inputs, items=items,
                                   in_flight=in_flight, rounds=rounds)
     batch = paths["batch"]["router_us_per_item"]
-    report: dict[str, Any] = {"machine": machine(), "items": items, "in_flight": in_flight, "rounds": rounds,
+    report: dict[str, Any] = {"machine": machine(), "policy_profile": profile or "shipped", "items": items, "in_flight": in_flight, "rounds": rounds,
                               "batch_items_per_call": BATCH_ITEMS, "paths": paths,
                               "router_cpu_over_batch": {path: round(paths[path]["router_us_per_item"] / batch, 2)
                                                         for path in PATHS}}
@@ -161,8 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=3000, help="text items per path per round (default 3000)")
     parser.add_argument("--in-flight", type=int, default=64, help="items outstanding at once (default 64)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each over every path (default 3)")
+    parser.add_argument("--policy-profile", choices=("fast", "balanced", "accurate"),
+                        help="set every policy to this profile (default: as shipped)")
     args = parser.parse_args(argv)
-    report = asyncio.run(run(args.items, args.in_flight, args.rounds))
+    report = asyncio.run(run(args.items, args.in_flight, args.rounds, args.policy_profile))
     report["command"] = " ".join(["python -m bench.router_cpu", *(argv if argv is not None else sys.argv[1:])])
     print(json.dumps(report, indent=2))
     return 0
