@@ -8,6 +8,10 @@ stops, then the process exits.
 Telemetry hooks: when tracing is on (`services.common.tracing.telemetry`) the OpenTelemetry aio server
 interceptor goes first in the interceptor chain; when `server.metrics_listen` is set and a registry is
 given, a `/metrics` endpoint serves it from `start` to `stop`.
+
+Undecodable request messages are answered INVALID_ARGUMENT (`services.common.request_decoding`).
+Transport: with `server.tls` set the port is TLS (mTLS when `client_ca_file` is set), and the
+certificate files are re-read when they change (`services.common.tls`); without it, plaintext.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Collection, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -23,7 +27,9 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from services.common.metrics import MetricsServer
+from services.common.request_decoding import DecodeGuard
 from services.common.service_config import ServerConfig
+from services.common.tls import server_credentials
 from services.common.tracing.telemetry import server_interceptors
 
 log = logging.getLogger(__name__)
@@ -44,6 +50,12 @@ def server_options(config: ServerConfig) -> list[tuple[str, int]]:
     return options
 
 
+def _transport(config: ServerConfig) -> str:
+    if config.tls is None:
+        return "plaintext"
+    return "TLS, client certificates required" if config.tls.mutual else "TLS"
+
+
 class GrpcService:
     """A running grpc.aio server with health and reflection. `start` → `serve_until_signal` or `stop`.
 
@@ -59,7 +71,8 @@ class GrpcService:
                  on_serving_change: Callable[[bool], None] | None = None,
                  on_close: Sequence[Callable[[], Awaitable[None]]] = (),
                  interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-                 metrics_registry: CollectorRegistry | None = None) -> None:
+                 metrics_registry: CollectorRegistry | None = None,
+                 tolerant_streams: Collection[str] = ()) -> None:
         self.name = name
         self.config = config
         self._service_names = list(service_names)
@@ -67,22 +80,31 @@ class GrpcService:
         self._on_serving_change = on_serving_change
         self._on_close = list(on_close)
         self._interceptors = list(interceptors)
+        # Last: it wraps the servicers' own handlers (an undecodable request is INVALID_ARGUMENT;
+        # on `tolerant_streams` the servicer answers it and the stream goes on).
+        self._decode_guard = DecodeGuard(tolerant_streams)
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._stopped = asyncio.Event()
         self.port = 0
+        #: The registry served on `metrics_listen` (kept even when no endpoint serves it).
+        self.registry = metrics_registry
         self.metrics = (MetricsServer(config.metrics_listen, metrics_registry)
                         if config.metrics_listen and metrics_registry is not None else None)
 
     async def start(self) -> int:
         """Bind, register services, mark SERVING. Returns the bound port (useful with port 0)."""
-        interceptors = [*server_interceptors(), *self._interceptors]
+        interceptors = [*server_interceptors(), *self._interceptors, self._decode_guard]
         server = grpc.aio.server(options=server_options(self.config), interceptors=interceptors,
                                  maximum_concurrent_rpcs=self.config.max_concurrent_rpcs or None)
         self._register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection([*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-        self.port = server.add_insecure_port(self.config.listen)
+        if self.config.tls is not None:  # certificate files re-read when they change (services/common/tls.py)
+            credentials = server_credentials(self.config.tls, source=f"{self.name}: server.tls")
+            self.port = server.add_secure_port(self.config.listen, credentials)
+        else:
+            self.port = server.add_insecure_port(self.config.listen)
         if self.port == 0:
             raise OSError(f"{self.name}: cannot listen on {self.config.listen}")
         if self.metrics is not None:
@@ -91,7 +113,7 @@ class GrpcService:
         self._server = server
         await self._set_serving(True)
         host = self.config.listen.rpartition(":")[0]
-        log.info("%s serving on %s:%d", self.name, host, self.port)
+        log.info("%s serving on %s:%d (%s)", self.name, host, self.port, _transport(self.config))
         return self.port
 
     async def _set_serving(self, serving: bool) -> None:

@@ -3,7 +3,15 @@
 Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUDITMESH_METRICS_LISTEN`,
 `AUDITMESH_TEXT_URL`, `AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`,
 `AUDITMESH_POLICIES_DIR`, `AUDITMESH_POLICY_STORE`, `AUDITMESH_AUDIT_LOG`, `AUDITMESH_ADMIN_KEYS_FILE`,
-`AUDITMESH_LANE` (the `--lane`).
+`AUDITMESH_LANE` (the `--lane`), `AUDITMESH_ADMIN_LISTEN` (`off` = no admin port in this process),
+`AUDITMESH_ALLOW_DEMO_KEYS` (`1`/`true`), `AUDITMESH_TLS_*` (the public port's TLS) and
+`AUDITMESH_UPSTREAM_TLS_*` / `AUDITMESH_INTERNAL_SECRET[_FILE]` (what the router presents upstream).
+
+Security (README "Security"): the PolicyAdmin API is served only on `admin_listen`, its own port, so
+the public port neither serves nor lists it; with lanes only the first lane's process serves it (the
+lanes share one policy store). `internal` is the shared secret and TLS of the router's channels to
+the modality services. Demo keys (config/tenants.yaml, the demo admin key) make the router refuse to
+start on a non-loopback address unless `allow_demo_keys` (services/router/demo_keys.py).
 
 With `lanes:` (services/router/lanes.py) each router process serves one lane: the lane's `listen`
 and `metrics_listen` replace `server.listen` and `server.metrics_listen` (and AUDITMESH_LISTEN /
@@ -15,11 +23,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Literal, Mapping
 
+from services.common.auth_throttle import ThrottleConfig
 from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
+from services.common.placement import Placement
 from services.common.service_config import ServerConfig, server_from_env
+from services.common.serving.modality_config import ModalityServiceConfig, ServingLimits
+from services.common.tls_config import ClientTlsConfig, client_tls_from_env
 from services.router.control.admin_auth import AdminKey
 from services.router.control.canary import RollbackBounds
 from services.router.lanes import Lane, pick_lane, validate_lanes
@@ -33,6 +45,8 @@ ENV_POLICY_STORE = "AUDITMESH_POLICY_STORE"
 ENV_AUDIT_LOG = "AUDITMESH_AUDIT_LOG"
 ENV_ADMIN_KEYS_FILE = "AUDITMESH_ADMIN_KEYS_FILE"
 ENV_LANE = "AUDITMESH_LANE"
+ENV_ADMIN_LISTEN = "AUDITMESH_ADMIN_LISTEN"
+ENV_ALLOW_DEMO_KEYS = "AUDITMESH_ALLOW_DEMO_KEYS"
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,11 @@ class Upstream:
     model_version: str = ""
     semantic_model: str = ""
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    #: The modality service's own config file, whose `limits` section says what one ModelInfer may
+    #: carry (the one source of truth; "" = `<modality>.yaml` beside the router's file). Read at start.
+    service_config: str = ""
+    #: Only for an upstream without such a file (a Triton server): its limits, stated here instead.
+    limits: ServingLimits | None = None
 
     def __post_init__(self) -> None:
         host, sep, port = self.url.rpartition(":")
@@ -79,6 +98,10 @@ class RequestLimits:
     max_image_bytes: int = 10 * 1024 * 1024
     max_image_side: int = 8192
     max_image_pixels: int = 40_000_000
+    #: Item.metadata (stored in the audit log with each decision): entries, and characters per key and value.
+    max_metadata_entries: int = 32
+    max_metadata_key_chars: int = 64
+    max_metadata_value_chars: int = 1024
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -98,6 +121,8 @@ class LifecycleConfig:
     audit_path: str = "var/audit.sqlite"
     audit_retention_days: float = 30.0
     audit_flush_interval_s: float = 0.2
+    #: "zlib": records stored compressed (README "Audit log size"); "none": compact JSON text.
+    audit_compression: Literal["none", "zlib"] = "none"
     admin_keys: tuple[AdminKey, ...] = ()
     admin_keys_file: str = ""
     canary_bounds: RollbackBounds = field(default_factory=RollbackBounds)
@@ -106,6 +131,21 @@ class LifecycleConfig:
         for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class InternalClientConfig:
+    """What the router presents to the modality services: the shared secret's file (or env
+    AUDITMESH_INTERNAL_SECRET[_FILE]) and, for TLS / mTLS, the CA and its client certificate."""
+
+    secret_file: str = ""
+    tls: ClientTlsConfig | None = None
+
+
+def _check_listen(value: str, name: str) -> None:
+    host, sep, port = value.rpartition(":")
+    if value and (not sep or not host or not port.isdigit()):
+        raise ValueError(f"{name} must be host:port or empty, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -121,8 +161,22 @@ class RouterConfig:
     lanes: tuple[Lane, ...] = ()
     #: The lane this process serves (set by `load_router_config` from --lane); None without lanes.
     lane: Lane | None = None
+    #: Where every router process runs (CPUs, niceness; services/common/placement.py), applied by the
+    #: launcher; a lane's own `nice` is added by the router itself at start.
+    placement: Placement = field(default_factory=Placement)
+    #: host:port of the PolicyAdmin API ("" = not served by this process). Never the public port.
+    admin_listen: str = ""
+    #: The router's side of the internal ports' authentication (secret, TLS).
+    internal: InternalClientConfig = field(default_factory=InternalClientConfig)
+    #: Failed-authentication throttle of the public and the admin port (services/common/auth_throttle.py).
+    auth_throttle: ThrottleConfig = field(default_factory=ThrottleConfig)
+    #: Let the shipped demo keys work on a non-loopback address (demo containers only).
+    allow_demo_keys: bool = False
 
     def __post_init__(self) -> None:
+        _check_listen(self.admin_listen, "admin_listen")
+        if self.admin_listen and self.admin_listen == self.server.listen and not self.admin_listen.endswith(":0"):
+            raise ValueError("admin_listen must be a port of its own, not server.listen (the public port)")
         validate_lanes(self.lanes)
         if self.lane is not None and self.lane not in self.lanes:
             raise ValueError("lane: the lane is chosen with --lane (or AUDITMESH_LANE), not set in the file")
@@ -136,8 +190,14 @@ class RouterConfig:
 
 
 def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
-    """Load `path`, select the lane (`lane`, else AUDITMESH_LANE, else the first one), then apply the
-    environment overrides. ConfigError for an unknown lane."""
+    """Load `path`, select the lane (`lane`, else AUDITMESH_LANE, else the first one), apply the
+    environment overrides, then read each upstream's limits from its service's config file and check
+    that the router's own limits fit them (`upstream_limits`). ConfigError for an unknown lane or
+    limits that do not agree, naming the file and the key."""
+    return with_upstream_limits(_load(path, lane), path)
+
+
+def _load(path: Path, lane: str | None) -> RouterConfig:
     config = load_yaml_file(path, RouterConfig)
     env = os.environ
     try:
@@ -145,7 +205,9 @@ def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
     except ValueError as error:
         raise ConfigError(str(path), "lanes", str(error)) from None
     if chosen is not None:
-        config = replace(config, lane=chosen, server=replace(
+        # The first lane's process serves the admin API (the lanes share one store); the others do not.
+        admin = config.admin_listen if chosen is config.lanes[0] else ""
+        config = replace(config, lane=chosen, admin_listen=admin, server=replace(
             config.server, listen=chosen.listen, metrics_listen=chosen.metrics_listen,
             max_concurrent_rpcs=chosen.max_concurrent_rpcs or config.server.max_concurrent_rpcs,
             max_pending_calls=chosen.max_pending_calls or config.server.max_pending_calls))
@@ -156,5 +218,64 @@ def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
     lifecycle = replace(lifecycle, store_path=env.get(ENV_POLICY_STORE) or lifecycle.store_path,
                         audit_path=env.get(ENV_AUDIT_LOG) or lifecycle.audit_path,
                         admin_keys_file=env.get(ENV_ADMIN_KEYS_FILE) or lifecycle.admin_keys_file)
-    return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,
-                   policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir, lifecycle=lifecycle)
+    admin_listen = env.get(ENV_ADMIN_LISTEN, "").strip()
+    try:
+        internal = replace(config.internal, tls=client_tls_from_env(config.internal.tls, env),
+                           secret_file=config.internal.secret_file)
+        return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,
+                       policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir, lifecycle=lifecycle,
+                       admin_listen=("" if admin_listen.lower() == "off" else admin_listen) if admin_listen else config.admin_listen,
+                       internal=internal,
+                       allow_demo_keys=config.allow_demo_keys or env.get(ENV_ALLOW_DEMO_KEYS, "").lower() in ("1", "true", "yes"))
+    except ValueError as error:  # an override that does not validate (e.g. admin port = public port)
+        raise ConfigError(str(path), "environment", str(error)) from None
+
+
+def _service_limits(modality: str, upstream: Upstream, router_file: Path) -> tuple[ServingLimits, str]:
+    """An upstream's limits and the file they come from (see `Upstream.service_config`)."""
+    where = f"upstreams.{modality}"
+    configured = Path(upstream.service_config) if upstream.service_config else router_file.parent / f"{modality}.yaml"
+    if upstream.service_config and not configured.is_absolute() and not configured.exists():
+        configured = router_file.parent / configured  # relative to the router's file, like `<modality>.yaml`
+    if configured.exists():
+        if upstream.limits is not None:
+            raise ConfigError(str(router_file), f"{where}.limits",
+                              f"the {modality} service's limits are in {configured}; state them in one place only")
+        return load_yaml_file(configured, ModalityServiceConfig).limits, str(configured)
+    if upstream.limits is not None:
+        return upstream.limits, f"{router_file} ({where}.limits)"
+    if upstream.service_config:
+        raise ConfigError(str(router_file), f"{where}.service_config", f"{configured} does not exist")
+    return ServingLimits(), f"{configured} (absent: the service's defaults)"
+
+
+def with_upstream_limits(config: RouterConfig, router_file: Path) -> RouterConfig:
+    """`config` with every upstream's `limits` resolved, after checking that what the router accepts
+    fits what each service takes: one item (an image of `limits.max_image_bytes`, a text of
+    `limits.max_text_chars` in UTF-8) within `max_row_bytes`, images within the service's decoding
+    limits, and `scheduling.max_batch_size` rows within `max_rows`. The router also cuts every batch
+    to the service's `max_request_bytes` (services/router/dispatch.py)."""
+    limits = config.limits
+    resolved = {}
+    for modality, upstream in config.upstreams.items():
+        service, source = _service_limits(modality, upstream, router_file)
+        if modality == "text":
+            need, what = 4 * limits.max_text_chars, f"a text of limits.max_text_chars = {limits.max_text_chars} characters (up to 4 UTF-8 bytes each)"
+        else:
+            need, what = limits.max_image_bytes, f"an image of limits.max_image_bytes = {limits.max_image_bytes} bytes"
+        if need > service.max_row_bytes:
+            raise ConfigError(source, "limits.max_row_bytes",
+                              f"{service.max_row_bytes} bytes cannot hold {what}, which {router_file} accepts: raise "
+                              "it, or lower the router's limit")
+        if modality != "text" and (limits.max_image_side > service.max_image_side
+                                   or limits.max_image_pixels > service.max_image_pixels):
+            raise ConfigError(source, "limits.max_image_side",
+                              f"the {modality} service decodes images up to {service.max_image_side} px a side and "
+                              f"{service.max_image_pixels} pixels, less than {router_file} accepts "
+                              f"(limits.max_image_side {limits.max_image_side}, max_image_pixels {limits.max_image_pixels})")
+        if upstream.scheduling.max_batch_size > service.max_rows:
+            raise ConfigError(str(router_file), f"upstreams.{modality}.scheduling.max_batch_size",
+                              f"{upstream.scheduling.max_batch_size} rows per batch is over the {service.max_rows} "
+                              f"the {modality} service takes (limits.max_rows in {source})")
+        resolved[modality] = replace(upstream, limits=service)
+    return replace(config, upstreams=resolved)

@@ -90,11 +90,13 @@ class OcrLineFinding:
 
 @dataclass(frozen=True)
 class StageFailure:
-    """A stage that failed, or (`skipped`) that the scheduler skipped under overload for this tenant."""
+    """A stage that failed, or (`skipped`) that the scheduler skipped under overload for this tenant.
+    `unloaded`: the service answered that it does not serve the model (policy `failure.model_unloaded`)."""
 
     stage: str
     reason: str
     skipped: bool = False
+    unloaded: bool = False
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,8 @@ def _degrade(document: PolicyDocument, failures: Sequence[StageFailure], decisio
             degradations.append(Degradation(failure.stage, failure.reason, "skipped"))
             continue
         mode = getattr(document.failure, FAILURE_MODE_OF_STAGE.get(failure.stage, "text"))
+        if failure.unloaded and document.failure.model_unloaded == "closed":
+            mode = "closed"  # an unloaded model is never a silent fail-open unless the policy says so
         degradations.append(Degradation(failure.stage, failure.reason, f"fail_{mode}"))
         if mode == "closed":
             decision = _stronger(decision, "review")

@@ -27,7 +27,7 @@ from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
 from services.common.contracts.rows import MalformedRowError
 from services.common.errors import InvalidRequestError
-from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, Row, UpstreamError, models_of
+from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, Row, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
 from services.router.fusion import (RULE_PREFIX, BlockMatch, ImageFinding, OcrLineFinding, ScoreSpan, Signals,
                                    StageFailure, TextFinding, Verdict)
@@ -168,7 +168,7 @@ class Pipeline:
             await work
             return True
         except UpstreamError as error:
-            collected.failures.append(StageFailure(stage, str(error)))
+            collected.failures.append(StageFailure(stage, str(error), unloaded=isinstance(error, ModelUnloadedError)))
             return False
 
     async def _text_parts(self, item: ValidItem, job: _Job) -> None:

@@ -7,7 +7,7 @@ request path only reads an immutable `CompiledPolicy`.
 Example (`config/policies/default.yaml`)::
 
     name: default
-    version: "2026-11-29.1"
+    version: "2026-12-01.1"
     profile: balanced                 # fast | balanced | accurate (services/router/profiles.py)
     balanced: {low: 0.2, high: 0.8, escalate_targeted: true}
     categories:
@@ -18,7 +18,7 @@ Example (`config/policies/default.yaml`)::
       actions: {low: review, medium: block, high: block}
       custom:
         brand_safety: {severity: high, terms: ["competitor-x"]}
-    failure: {text: closed, vision: open, ocr: open}
+    failure: {text: closed, vision: open, ocr: open, model_unloaded: closed}
     audit: {include_content: false}   # the audit log keeps no raw text unless this is true
 
 Old (taxonomy 1) files keep loading: `services.router.policy_migration` (docs/taxonomy.md, "Migration").
@@ -161,11 +161,17 @@ class BlocklistRules:
 
 @dataclass(frozen=True)
 class FailureModes:
-    """Per stage: `open` answers without it (degraded), `closed` answers REVIEW (degraded)."""
+    """Per stage: `open` answers without it (degraded), `closed` answers REVIEW (degraded).
+
+    `model_unloaded`: a stage whose service answers but does not serve the model (it was unloaded
+    through RepositoryModelUnload, or never loaded). `closed` (default): REVIEW, whatever the stage's
+    mode; `stage`: the stage's own mode. Either way the degradation's reason says "not loaded", and the
+    router's `auditmesh_degraded_total` counts it under reason `model_unloaded`."""
 
     text: FailureMode = "closed"
     vision: FailureMode = "open"
     ocr: FailureMode = "open"
+    model_unloaded: Literal["closed", "stage"] = "closed"
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,16 @@ from services.common.serving.model_api import ServedModel
 from services.common.serving.modality_config import ModalityServiceConfig
 
 
-def build_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
+def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
     """The models this service serves, loaded from the configured repository."""
     from services.vision.model import ImageSafetyModel
 
-    return [ImageSafetyModel(Path(config.model_repository), config.onnxruntime.session_options())]
+    return [ImageSafetyModel(Path(config.model_repository), config.onnxruntime.session_options(),
+                             limits=config.limits.image_limits())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_modality("vision", build_models, argv)
+    return run_modality("vision", served_models, argv)
 
 
 if __name__ == "__main__":

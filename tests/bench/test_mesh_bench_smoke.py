@@ -117,7 +117,11 @@ def test_ratios_and_targets_are_computed(report: dict[str, Any]) -> None:
         assert ratios["direct_rps"] > 0
         for key in ("auditmesh_rps", "unbatched_rps", "auditmesh_over_direct", "auditmesh_over_unbatched"):
             assert ratios[key] is None or ratios[key] > 0, (mix, key, ratios)
-    assert len(report["targets"]) == 7 and all(t["met"] in (True, False, None) for t in report["targets"])
+    names = [t["target"] for t in report["targets"]]
+    assert len(names) == 10 and any(n.startswith("mixed: worst text P99") for n in names), names
+    assert any(n.startswith("image knee") for n in names), names
+    assert any(n.startswith("text client/unbatched") for n in names), names
+    assert all(t["met"] in (True, False, None) for t in report["targets"])
 
 
 def test_batched_clients_send_many_items_per_call_and_the_text_service_batches_them(report: dict[str, Any]) -> None:
@@ -143,9 +147,8 @@ def test_library_scenarios_answer_every_item_through_auditmesh_client(report: di
     for step in steps:
         assert_well_formed(step)
         assert step["batches"]["text"]["inferences"] >= step["status"].get("OK", 0)
-    assert library["repeats"]["runs"] == 1 and len(library["repeats"]["knees"]) == 1
     sent = sum(step["sent"] for step in steps)
     if scenario == "client":  # single-item callers, but never more batch calls than items (warm-up included)
         assert 0 < library["batch_calls"] <= sent + 8
     row = report["ratios"][f"text_{scenario}"]
-    assert set(row["auditmesh_over_unbatched"]) == {"median", "low", "high"}
+    assert row["auditmesh_over_unbatched"] is None or row["auditmesh_over_unbatched"] > 0

@@ -40,15 +40,3 @@ def test_errors_count_against_success_and_achieved_rate() -> None:
 def test_an_empty_step_fails() -> None:
     report = step_report(1.0, 1.0, [], SLO)
     assert not report["passed"] and report["latency_ms"] == {"n": 0}
-
-
-def test_a_failed_step_is_confirmed_by_majority_before_it_sets_the_knee() -> None:
-    from bench.steps import confirmed
-
-    assert confirmed([False], 1) is False           # no confirmation asked: the first step decides
-    assert confirmed([True], 3) is True             # a pass is not rerun
-    assert confirmed([False], 3) is None            # one spike: run again
-    assert confirmed([False, True], 3) is None
-    assert confirmed([False, True, True], 3) is True
-    assert confirmed([False, False], 3) is False
-    assert confirmed([False, True, False, True], 5) is None
