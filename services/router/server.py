@@ -88,7 +88,10 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         (PermissionDeniedError naming the right lane otherwise), with the snapshot it was found in."""
         snapshot = self.lifecycle.runtime.snapshot
         key = api_key_from(context.invocation_metadata())
-        tenant = self.guard.check(context.peer(), lambda: snapshot.tenants.authenticate(key))
+        if not key:  # no guess was made: UNAUTHENTICATED, and it does not count towards the throttle
+            tenant = snapshot.tenants.authenticate(key)
+        else:
+            tenant = self.guard.check(context.peer(), lambda: snapshot.tenants.authenticate(key))
         self.lane_gate.check(tenant.id, tenant.qos_class)
         return Caller(tenant, snapshot)
 

@@ -87,6 +87,8 @@ def test_fuzzed_moderation_calls_never_hit_a_bug(router_channel: grpc.Channel) -
     moderate, batch = raw_unary(router_channel, MODERATE), raw_unary(router_channel, MODERATE_BATCH)
 
     @fuzz(1800)
+    # Mostly with a valid key (so the bodies reach validation); a keyless call is UNAUTHENTICATED and,
+    # not being a guess, never trips the failed-auth throttle. Never a wrong key: that would.
     @given(body=moderation_bodies(), as_batch=st.booleans(), keyed=st.sampled_from([True, True, True, False]))
     def check(body: bytes, as_batch: bool, keyed: bool) -> None:
         code = outcome(batch if as_batch else moderate, body, auth(KEY) if keyed else None)
