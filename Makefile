@@ -59,8 +59,8 @@ $(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py services/tex
 run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C
 	$(PY) -m services.launcher --config-dir config
 
-lint: setup ## strict mypy over services, tests, bench and ebpf (config in pyproject.toml)
-	$(PY) -m mypy services tests bench ebpf
+lint: setup ## strict mypy over services, tests, bench, ebpf and the client (auditmesh/client) (config in pyproject.toml)
+	$(PY) -m mypy services tests bench ebpf auditmesh
 
 test: setup system-deps bcc-venv lint ## the whole test suite (what CI runs): mypy, then pytest
 	$(PY) -m pytest -q

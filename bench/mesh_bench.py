@@ -1,8 +1,8 @@
 """The mesh benchmark: knee, baselines, isolation and low load in one run, on the real mesh. Prints JSON.
 
-    python -m bench.mesh_bench [--quick] [--scenario direct|unbatched|auditmesh|batched|isolation|lowload ...]
+    python -m bench.mesh_bench [--quick] [--scenario direct|unbatched|auditmesh|batched|client|stream|isolation|lowload ...]
                                [--mix text|image|mixed ...] [--slo-text-ms 50] [--slo-image-ms 1000]
-                               [--profile fast|balanced|accurate ...]
+                               [--profile fast|balanced|accurate ...] [--policy-profile fast|balanced|accurate]
 
 `--profile` (repeatable) runs the mesh scenarios once per accuracy profile, every shipped policy set
 to it (bench/meshes.py `profile_policies_dir`), and adds `profiles`: each profile's text knee and
@@ -14,8 +14,13 @@ In order, each on a quiet machine (one thing at a time):
      (bench/unbatched_target.py), knee per mix;
   3. the auditmesh mesh (router + services, shipped configs, bench tenants): `lowload` (1 item/s),
      `auditmesh` (knee per mix through the router, one item per Moderate call), `batched` (the text
-     knee with 32 items per ModerateBatch call, P99 per call 500 ms), `isolation` (realtime tenant alone, then under a
+     knee with 32 items per ModerateBatch call, P99 per call 500 ms), `client` (the text knee of many
+     concurrent single-item callers through `auditmesh.client`, which batches them: P99 per item),
+     `stream` (the text knee with every item one message of a long-lived ModerateStream, through the
+     library's chat helper), `isolation` (realtime tenant alone, then under a
      bulk flood of 5x the measured text capacity).
+`--policy-profile` sets the auditmesh mesh's policies to one accuracy profile with the baselines in
+the same run (`fast`: text_moderation only, the model the unbatched baseline calls).
 Then the ratios auditmesh/direct and auditmesh/unbatched per mix at the SLO, and the issue's targets
 next to the measured values. Progress goes to stderr. `--quick` is a smoke run (tiny steps, no
 meaningful numbers) used by tests/bench.
@@ -36,6 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import grpc
 
+from bench.client_target import ClientSender, StreamSender
 from bench.cpu import ProcessCpu
 from bench.direct import direct_capacity, measure_direct
 from bench.isolation import run_isolation
@@ -52,7 +58,9 @@ from bench.steps import sweep, wait_idle
 from bench.unbatched_target import UnbatchedSender
 from services.launcher import Mesh
 
-SCENARIOS = ("direct", "unbatched", "auditmesh", "batched", "isolation", "lowload")
+SCENARIOS = ("direct", "unbatched", "auditmesh", "batched", "client", "stream", "isolation", "lowload")
+#: Text scenarios through the client library (bench/client_target.py), compared with the unbatched text knee.
+LIBRARY_SCENARIOS = ("client", "stream")
 #: `batched`: text items per ModerateBatch call (clients that batch, e.g. a bulk re-scan), and the
 #: P99 each call must meet: a batching client trades latency for throughput, so its SLO is looser
 #: than a chat line's (measured at the text SLO too, a 32-item call takes ~16 ms when idle, and
@@ -120,6 +128,9 @@ async def bench_auditmesh(inputs: BenchInputs, plan: Plan, slo: Slo, workdir: Pa
                 result["error_details"] = dict(sender.error_details.most_common())
             if "batched" in scenarios:
                 result["batched"] = await sweep_batched(channels, inputs, probe, tenants, slo, plan, cpu)
+            addresses = {t.id: mesh.address(mesh.router_for(t.qos_class)) for t in TENANTS}
+            for scenario in (s for s in LIBRARY_SCENARIOS if s in scenarios):
+                result[scenario] = await sweep_library(scenario, addresses, inputs, probe, tenants, slo, plan, cpu)
             if "isolation" in scenarios:
                 text = (mixes.get("text") or ({"capacity_rps": plan.capacity_rps} if plan.capacity_rps else None)
                         or await sweep(sender, probe, MIXES["text"], tenants, slo, plan, label="capacity", cpu=cpu))
@@ -150,6 +161,25 @@ async def sweep_batched(channels: Mapping[str, grpc.aio.Channel], inputs: BenchI
 IMAGE_KNEE_BEFORE_RPS = 4.98
 #: The mixed mix is 10 % images: a mixed rate of R offers R x this images/s.
 MIXED_IMAGE_SHARE = 0.1
+
+
+async def sweep_library(scenario: str, addresses: Mapping[str, str], inputs: BenchInputs, probe: StatsProbe,
+                        tenants: Mapping[str, float], slo: Slo, plan: Plan, cpu: ProcessCpu) -> dict[str, Any]:
+    """The text knee (P99 per item) through `auditmesh.client`: `client` (single-item calls, batched by
+    the library) or `stream` (one ModerateStream message per item, the library's chat helper)."""
+    keys = {t.id: t.key for t in TENANTS}
+    sender: ClientSender | StreamSender
+    if scenario == "client":
+        sender = ClientSender(addresses, inputs, keys=keys, deadlines_s=slo.deadlines_s())
+    else:
+        sender = StreamSender(addresses, inputs, keys=keys, deadlines_s=slo.deadlines_s())
+    async with sender:
+        await warm_up(sender, ["text"], REALTIME.id)
+        await wait_idle(probe)
+        swept = await sweep(sender, probe, MIXES["text"], tenants, slo, plan, label=scenario, cpu=cpu)
+    extra: dict[str, Any] = {"batch_calls": sender.batch_calls} if isinstance(sender, ClientSender) else {}
+    return {**swept, "degraded_by_tenant": dict(sender.degraded), "error_details": dict(sender.error_details.most_common()),
+            **extra}
 
 
 def ratio_interval(numerator: Any, denominator: Any) -> list[float | None] | None:
@@ -189,6 +219,17 @@ def comparisons(plan: Plan, direct: Mapping[str, Any] | None, unbatched: Mapping
         result["text_batched"] = {"items_per_call": batched["items_per_call"], "auditmesh_items_per_s": items,
                                   "unbatched_rps": plain, "direct_rps": limit, "auditmesh_over_direct": ratio(items, limit),
                                   "auditmesh_over_unbatched": ratio(items, plain)}
+    plain_text = _knee(unbatched, "text")
+    for scenario in LIBRARY_SCENARIOS:  # single-item callers through the library, against the same text baseline
+        library = (auditmesh or {}).get(scenario)
+        if library:
+            row = {"auditmesh_rps": library.get("knee_goodput_rps"), "unbatched_rps": plain_text.get("knee_goodput_rps"),
+                   "p99_ms_at_knee": library.get("knee_p99_ms"),
+                   "auditmesh_over_unbatched": ratio(library.get("knee_goodput_rps"), plain_text.get("knee_goodput_rps"))}
+            interval = ratio_interval(library.get("knee_goodput_interval_rps"), plain_text.get("knee_goodput_interval_rps"))
+            if interval is not None:
+                row["auditmesh_over_unbatched_interval"] = interval
+            result[f"text_{scenario}"] = row
     return result
 
 
@@ -241,6 +282,10 @@ def targets(ratios: Mapping[str, Any], auditmesh: Mapping[str, Any] | None) -> l
         ("realtime success with flood", ">=", 0.999, isolation.get("realtime_success_ratio_with_flood"), None),
         ("bulk rejection latency P99 ms", "<=", 5.0, rejection, None),
         ("low-load overhead ms (P50 - model compute)", "<=", 3.0, lowload.get("overhead_ms"), None)]
+    client = ratios.get("text_client")
+    if client:  # issue 15 section 2: single-item callers through auditmesh.client
+        rows.append(("text client/unbatched at the SLO (P99 per item)", ">=", 3.0, client.get("auditmesh_over_unbatched"),
+                     client.get("auditmesh_over_unbatched_interval")))
     return [{"target": name, "goal": f"{op} {bound}", "measured": value,
              **({"interval": interval} if interval is not None else {}), "met": _met(value, op, bound, interval)}
             for name, op, bound, value, interval in rows]
@@ -272,7 +317,7 @@ async def run_profiles(plan: Plan, slo: Slo, scenarios: Sequence[str], profiles:
     return report
 
 
-async def run(plan: Plan, slo: Slo, scenarios: Sequence[str]) -> dict[str, Any]:
+async def run(plan: Plan, slo: Slo, scenarios: Sequence[str], policy_profile: str | None = None) -> dict[str, Any]:
     """Every requested scenario, in the order of the module docstring, and the comparisons."""
     account = CpuAccount.start()
     report: dict[str, Any] = {"machine": machine(), "scenarios": list(scenarios), "plan": asdict(plan),
@@ -285,9 +330,11 @@ async def run(plan: Plan, slo: Slo, scenarios: Sequence[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="auditmesh-bench-") as tmp:
         if "unbatched" in scenarios:
             report["unbatched"] = unbatched = await bench_unbatched(inputs, plan, slo, Path(tmp))
-        if {"auditmesh", "batched", "isolation", "lowload"} & set(scenarios):
+        if {"auditmesh", "batched", "isolation", "lowload", *LIBRARY_SCENARIOS} & set(scenarios):
             batch1 = direct["text"]["batch1_ms"] if direct else None
-            report["auditmesh"] = auditmesh = await bench_auditmesh(inputs, plan, slo, Path(tmp), scenarios, batch1)
+            report["auditmesh"] = auditmesh = await bench_auditmesh(inputs, plan, slo, Path(tmp), scenarios, batch1,
+                                                                    policy_profile)
+            report["auditmesh_policy_profile"] = policy_profile or "shipped"
     # Other work on the machine skews every number: say how much of it there was.
     report["machine"]["foreign_cpu_share"] = account.foreign_cpu_share()
     report["ratios"] = comparisons(plan, direct, unbatched, auditmesh)
@@ -304,6 +351,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--slo-text-ms", type=float, default=50.0, help="P99 SLO of text items (default 50)")
     parser.add_argument("--slo-image-ms", type=float, default=1000.0, help="P99 SLO of image items (default 1000)")
     parser.add_argument("--step-seconds", type=float, help="override the plan's seconds per load step")
+    parser.add_argument("--policy-profile", choices=("fast", "balanced", "accurate"),
+                        help="set every policy of the auditmesh mesh to this profile, baselines still in the same run "
+                             "(fast = text_moderation only, the model the unbatched baseline calls)")
     parser.add_argument("--capacity-rps", type=float, default=0.0,
                         help="isolation without the auditmesh text sweep: take this as the text capacity (requests/s) "
                              "instead of measuring it (to compare runs at the same flood rate)")
@@ -333,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = tuple(s for s in (args.scenario or ("auditmesh",)) if s not in ("direct", "unbatched"))
         report = asyncio.run(run_profiles(plan, slo, chosen, tuple(dict.fromkeys(args.profile))))
     else:
-        report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS)))
+        report = asyncio.run(run(plan, slo, tuple(args.scenario or SCENARIOS), args.policy_profile))
     report["command"] = " ".join(["python -m bench.mesh_bench", *(argv if argv is not None else sys.argv[1:])])
     print(json.dumps(report, indent=2))
     return 0

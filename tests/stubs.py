@@ -181,6 +181,76 @@ def open_control(tmp_path: Path, bounds: RollbackBounds = RollbackBounds()) -> t
     return control, files
 
 
+# --- auditmesh.client fakes (tests/unit/client): a scripted ModerateBatch sender.
+class ScriptedBatchSend:
+    """An `auditmesh.client.autobatch.BatchSend` that records each call's items and answers with
+    `answer(items)` (default: "ok:<item>" per item); `gate`, when given, holds every call until set."""
+
+    def __init__(self, answer: Callable[[Sequence[object]], Sequence[object]] | None = None,
+                 gate: asyncio.Event | None = None) -> None:
+        self.calls: list[list[object]] = []
+        self.timeouts: list[float] = []
+        self._answer = answer or (lambda items: [f"ok:{item}" for item in items])
+        self._gate = gate
+
+    async def __call__(self, key: str, items: Sequence[object], timeout_s: float, /) -> Sequence[object]:
+        self.calls.append(list(items))
+        self.timeouts.append(timeout_s)
+        if self._gate is not None:
+            await self._gate.wait()
+        return self._answer(items)
+
+
+class FakeStreamCall:
+    """A grpc.aio stream-stream call for `auditmesh.client.chat` tests: records writes; `reply`
+    feeds a response, `fail` ends the stream with an error, `end` with EOF."""
+
+    def __init__(self) -> None:
+        self.written: list[pb.ModerateRequest] = []
+        self.done_writing_called = False
+        self.cancelled = False
+        self._responses: asyncio.Queue[object] = asyncio.Queue()
+
+    async def write(self, request: pb.ModerateRequest) -> None:
+        self.written.append(request)
+
+    async def done_writing(self) -> None:
+        self.done_writing_called = True
+
+    async def read(self) -> object:
+        response = await self._responses.get()
+        if isinstance(response, BaseException):
+            raise response
+        return response
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+    def reply(self, request_id: str, *, decision: int = pb.ALLOW) -> None:
+        self._responses.put_nowait(pb.ModerateResponse(request_id=request_id, decision=decision))
+
+    def fail(self, error: BaseException) -> None:
+        self._responses.put_nowait(error)
+
+    def end(self) -> None:
+        import grpc
+
+        self._responses.put_nowait(grpc.aio.EOF)
+
+
+class FakeStreamStub:
+    """`ModerateStream(metadata=..., timeout=...)` returns `call` (a FakeStreamCall)."""
+
+    def __init__(self, call: FakeStreamCall) -> None:
+        self.call = call
+        self.metadata: object = None
+
+    def ModerateStream(self, *, metadata: object, timeout: float | None) -> FakeStreamCall:  # noqa: N802 - gRPC's name
+        self.metadata = metadata
+        return self.call
+
+
 # --- Image bytes for decoder and vision tests.
 def encode_image(image: Image.Image, fmt: str, **options: object) -> bytes:
     """`image` encoded as `fmt` (JPEG, PNG, WEBP...), with Pillow's save `options`."""

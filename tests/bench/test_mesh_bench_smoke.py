@@ -48,7 +48,7 @@ def assert_well_formed(step: dict[str, Any]) -> None:
 
 def test_report_has_every_section(report: dict[str, Any]) -> None:
     assert {"machine", "plan", "slo", "direct", "unbatched", "auditmesh", "ratios", "targets"} <= set(report)
-    assert set(report["auditmesh"]) >= {"lowload", "mixes", "isolation"}
+    assert set(report["auditmesh"]) >= {"lowload", "mixes", "isolation", "client", "stream"}
     assert report["command"].startswith("python -m bench.mesh_bench")
 
 
@@ -118,8 +118,9 @@ def test_ratios_and_targets_are_computed(report: dict[str, Any]) -> None:
         for key in ("auditmesh_rps", "unbatched_rps", "auditmesh_over_direct", "auditmesh_over_unbatched"):
             assert ratios[key] is None or ratios[key] > 0, (mix, key, ratios)
     names = [t["target"] for t in report["targets"]]
-    assert len(names) == 9 and any(n.startswith("mixed: worst text P99") for n in names), names
+    assert len(names) == 10 and any(n.startswith("mixed: worst text P99") for n in names), names
     assert any(n.startswith("image knee") for n in names), names
+    assert any(n.startswith("text client/unbatched") for n in names), names
     assert all(t["met"] in (True, False, None) for t in report["targets"])
 
 
@@ -136,3 +137,18 @@ def test_batched_clients_send_many_items_per_call_and_the_text_service_batches_t
     row = report["ratios"]["text_batched"]
     assert row["items_per_call"] == items
     assert row["auditmesh_items_per_s"] is None or row["auditmesh_items_per_s"] > 0  # None: no quick step met the SLO
+
+
+@pytest.mark.parametrize("scenario", ["client", "stream"])
+def test_library_scenarios_answer_every_item_through_auditmesh_client(report: dict[str, Any], scenario: str) -> None:
+    library = report["auditmesh"][scenario]
+    steps = library["steps"]
+    assert steps and steps[0]["success_ratio"] >= 0.5, (steps[0]["status"], library["error_details"])
+    for step in steps:
+        assert_well_formed(step)
+        assert step["batches"]["text"]["inferences"] >= step["status"].get("OK", 0)
+    sent = sum(step["sent"] for step in steps)
+    if scenario == "client":  # single-item callers, but never more batch calls than items (warm-up included)
+        assert 0 < library["batch_calls"] <= sent + 8
+    row = report["ratios"][f"text_{scenario}"]
+    assert row["auditmesh_over_unbatched"] is None or row["auditmesh_over_unbatched"] > 0

@@ -1,0 +1,101 @@
+"""The client's settings, validated once on construction, and the API key from the environment.
+
+Example::
+
+    >>> config = ClientConfig(addresses=("10.0.0.1:8100", "10.0.0.2:8100"), api_key="k", linger_ms=2)
+    >>> config.linger_s
+    0.002
+    >>> ClientConfig(addresses=(), api_key="k")
+    Traceback (most recent call last):
+    ...
+    ValueError: addresses: give at least one router address (host:port)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from auditmesh.client.retry import RetryPolicy
+
+#: Environment variable read (once, when a client is built) for the API key when none is given.
+API_KEY_ENV = "AUDITMESH_API_KEY"
+#: The router's shipped `limits.max_batch_items` (config/router.yaml); a larger batch is refused whole.
+ROUTER_MAX_BATCH_ITEMS = 128
+#: Like the router's own limits: images of a few MiB must fit in one message.
+DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (("grpc.max_send_message_length", 64 << 20),
+                                                              ("grpc.max_receive_message_length", 64 << 20))
+
+
+def api_key_from(explicit: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """`explicit`, else $AUDITMESH_API_KEY; ValueError naming both when neither is set."""
+    key = explicit if explicit is not None else environ.get(API_KEY_ENV, "")
+    if not key.strip():
+        raise ValueError(f"api_key: pass api_key=... or set {API_KEY_ENV}")
+    return key.strip()
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything a client needs; see `auditmesh.client.AsyncClient` for what each setting does."""
+
+    addresses: Sequence[str]
+    api_key: str
+    timeout_s: float = 2.0
+    linger_ms: float = 5.0
+    max_batch_items: int = 64
+    batching: bool = True
+    send_when_idle: bool = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS
+
+    def __post_init__(self) -> None:
+        if isinstance(self.addresses, str):
+            raise TypeError("addresses: give a list of host:port strings, not one string")
+        if not self.addresses:
+            raise ValueError("addresses: give at least one router address (host:port)")
+        for address in self.addresses:
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"addresses: {address!r} is not host:port")
+        if not self.api_key:
+            raise ValueError(f"api_key: pass api_key=... or set {API_KEY_ENV}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.linger_ms < 0:
+            raise ValueError(f"linger_ms must be >= 0, got {self.linger_ms}")
+        if not 1 <= self.max_batch_items <= ROUTER_MAX_BATCH_ITEMS:
+            raise ValueError(f"max_batch_items must be 1..{ROUTER_MAX_BATCH_ITEMS} (the router's limit), "
+                             f"got {self.max_batch_items}")
+        object.__setattr__(self, "addresses", tuple(self.addresses))
+        object.__setattr__(self, "channel_options", tuple(self.channel_options))
+
+    @property
+    def linger_s(self) -> float:
+        return self.linger_ms / 1000.0
+
+
+class RoundRobin:
+    """Hands out indexes 0..n-1 in turn: each call (and each retry) goes to the next router address.
+
+    Example::
+
+        >>> picker = RoundRobin(3)
+        >>> [picker.next() for _ in range(4)]
+        [0, 1, 2, 0]
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self._size = size
+        self._next = 0
+
+    def next(self) -> int:
+        index = self._next
+        self._next = (index + 1) % self._size
+        return index
+
+
+__all__ = ["API_KEY_ENV", "ClientConfig", "DEFAULT_CHANNEL_OPTIONS", "ROUTER_MAX_BATCH_ITEMS", "RoundRobin", "api_key_from"]
