@@ -31,7 +31,7 @@ from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLI
                                     ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, load_router_config)
 from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import apply_nice, check_classes_covered, log_service_name
-from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector
+from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector, VerdictCacheCollector
 from services.router.pipeline import Pipeline
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.server import SERVICE_NAME, ModerationServicer
@@ -64,6 +64,8 @@ class Router:
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
         self.registry.register(lifecycle.collector())
         self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics)
+        if self.servicer.verdicts.cache is not None:
+            self.registry.register(VerdictCacheCollector(self.servicer.verdicts.cache))
         self._describe_task: asyncio.Task[None] | None = None
         self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME, ADMIN_SERVICE_NAME],
                                    register=self._register,

@@ -44,6 +44,8 @@ class Outcome:
     models: list[tuple[str, str]] = field(default_factory=list)
     #: The shadow policy's verdict on the same signals (a shadow canary), else None.
     shadow: Verdict | None = None
+    #: True when the verdict was reused from the verdict cache (services/router/cached_pipeline.py).
+    cached: bool = False
 
 
 @dataclass
@@ -103,7 +105,8 @@ class Pipeline:
         verdict = evaluate(policy, signals, collected.matchable)
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
         shadow_verdict = evaluate(shadow, signals, collected.matchable) if shadow is not None else None
-        used = [m for stage in ("text", "vision", "ocr") if self._used(stage, item, policy)
+        self.models.update(collected.models)  # the versions the services named last (a swap shows here)
+        used = [m for stage in ("text", "vision", "ocr") if self.uses(stage, item, policy)
                 for m in collected.models.get(stage) or self.models.get(stage, [])]
         return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
 
@@ -115,7 +118,8 @@ class Pipeline:
             return True
         return False
 
-    def _used(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
+    def uses(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
+        """Whether `item` under `policy` goes through `stage` (text, vision or ocr)."""
         if stage == "text":
             return bool(item.texts) or (bool(item.images) and policy.document.ocr.enabled)
         return bool(item.images) and (stage == "vision" or policy.document.ocr.enabled)

@@ -55,6 +55,8 @@ class AuditRecord:
     canary_arm: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
     content: tuple[str, ...] = ()
+    #: The decision was reused from the verdict cache (services/router/cached_pipeline.py).
+    cached: bool = False
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (built by hand: `dataclasses.asdict` deep-copies, and this runs for
@@ -66,7 +68,7 @@ class AuditRecord:
                 "policy_name": self.policy_name, "policy_version": self.policy_version,
                 "models": [[name, version] for name, version in self.models],
                 "evidence": [evidence_reference(e) for e in self.evidence], "degraded": self.degraded,
-                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content)}
+                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content), "cached": self.cached}
 
     @classmethod
     def from_json_dict(cls, data: Mapping[str, Any]) -> AuditRecord:
@@ -91,6 +93,7 @@ class AuditInput:
     verdict: Verdict
     models: Sequence[tuple[str, str]]
     canary_arm: str = ""
+    cached: bool = False
 
 
 def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> AuditRecord:
@@ -104,7 +107,7 @@ def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> Audit
         policy_name=source.policy.name, policy_version=source.policy.version, models=tuple(source.models),
         evidence=tuple(e if with_content else without_content(e) for e in verdict.evidence),
         degraded=bool(verdict.degradations), canary_arm=source.canary_arm, metadata=dict(source.metadata),
-        content=tuple(source.texts) if with_content else ())
+        content=tuple(source.texts) if with_content else (), cached=source.cached)
 
 
 def without_content(evidence: Evidence) -> Evidence:
