@@ -132,10 +132,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--via", choices=["direct", "router"], default="direct")
     parser.add_argument("--slo-ms", type=float, default=50.0)
     parser.add_argument("--step-s", type=float, default=4.0)
-    parser.add_argument("--start-rps", type=float, default=200.0)
+    parser.add_argument("--start-rps", type=float, default=100.0)
     parser.add_argument("--growth", type=float, default=1.3)
     parser.add_argument("--max-steps", type=int, default=12)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny steps, no meaningful numbers")
     args = parser.parse_args(argv)
     if args.quick:

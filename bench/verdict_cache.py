@@ -175,7 +175,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--start-rps", type=float, default=100.0, help="first offered rate (default 100)")
     parser.add_argument("--growth", type=float, default=1.3, help="rate ladder factor (default 1.3)")
     parser.add_argument("--max-steps", type=int, default=10, help="rungs of the rate ladder (default 10)")
-    parser.add_argument("--repeats", type=int, default=2, help="steps per rung and router (default 2; median)")
+    parser.add_argument("--repeats", type=int, default=3, help="steps per rung and router (default 3; median)")
     parser.add_argument("--quick", action="store_true", help="smoke run: one ratio, tiny steps, no meaningful numbers")
     args = parser.parse_args(argv)
     if args.quick:
