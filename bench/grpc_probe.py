@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,8 @@ if __package__ in (None, ""):
 
 import numpy as np
 import tritonclient.grpc as triton
+
+from services.common.internal_auth import ENV_SECRET, SECRET_HEADER
 
 MODEL = "text_moderation"
 TEXT = "hey, are you coming to the match tonight? bring snacks"
@@ -39,6 +42,8 @@ def nearest_rank(sorted_ms: Sequence[float], fraction: float) -> float:
 def probe(target: str, dscp: int, seconds: float, gap_s: float, deadline_s: float) -> dict[str, float]:
     """Send calls for `seconds`; latency summary in milliseconds."""
     client = triton.InferenceServerClient(target, channel_args=[("grpc.dscp", dscp)])
+    secret = os.environ.get(ENV_SECRET)  # the text port needs the mesh's shared secret (internal_auth)
+    headers = {SECRET_HEADER: secret} if secret else None
     tensor = triton.InferInput("TEXT", [1, 1], "BYTES")
     tensor.set_data_from_numpy(np.array([[TEXT.encode()]], dtype=object))
     latencies: list[float] = []
@@ -48,7 +53,7 @@ def probe(target: str, dscp: int, seconds: float, gap_s: float, deadline_s: floa
         while time.monotonic() - began < seconds:
             start = time.perf_counter()
             try:
-                client.infer(MODEL, [tensor], client_timeout=deadline_s)
+                client.infer(MODEL, [tensor], client_timeout=deadline_s, headers=headers)
                 latencies.append((time.perf_counter() - start) * 1e3)
             except triton.InferenceServerException:
                 errors += 1

@@ -48,7 +48,7 @@ def kserve_call(client: triton.InferenceServerClient, model: str, name: str, pay
     def call() -> object:
         tensor = triton.InferInput(name, [1, 1], "BYTES")
         tensor.set_data_from_numpy(np.array([[payload]], dtype=object))
-        return client.infer(model, [tensor])
+        return client.infer(model, [tensor], headers=dict(Mesh.internal_metadata()))  # the mesh's internal secret
     return call
 
 

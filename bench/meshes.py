@@ -33,11 +33,27 @@ MAX_MESSAGE_BYTES = 64 << 20
 
 
 
-def auditmesh_mesh(workdir: Path, tenants: Sequence[BenchTenant]) -> Mesh:
-    """The full mesh with the shipped configs and `tenants` (file written under `workdir`)."""
+def auditmesh_mesh(workdir: Path, tenants: Sequence[BenchTenant], profile: str | None = None) -> Mesh:
+    """The full mesh with the shipped configs and `tenants` (file written under `workdir`); with
+    `profile`, every shipped policy is copied with its `profile` set to it (`profile_policies_dir`)."""
     tenants_file = workdir / "tenants.yaml"
     tenants_file.write_text(tenants_yaml(tenants), encoding="utf-8")
-    return Mesh(free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+    env = {"AUDITMESH_TENANTS_FILE": str(tenants_file)}
+    if profile is not None:
+        env["AUDITMESH_POLICIES_DIR"] = str(profile_policies_dir(workdir, profile))
+    return Mesh(free_base_port(), extra_env=env)
+
+
+def profile_policies_dir(workdir: Path, profile: str) -> Path:
+    """Copies of config/policies/*.yaml under `workdir/policies-<profile>` with `profile: <profile>` and
+    the version suffixed `+<profile>` (a stored version id always names one content)."""
+    target = workdir / f"policies-{profile}"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted((CONFIG_DIR / "policies").glob("*.yaml")):
+        policy = yaml.safe_load(path.read_text(encoding="utf-8"))
+        policy.update(profile=profile, version=f"{policy['version']}+{profile}")
+        (target / path.name).write_text(yaml.safe_dump(policy, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return target
 
 
 def unbatched_config_dir(workdir: Path) -> Path:

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import tritonclient.grpc.aio as triton_aio
 
 from bench.unbatched_target import MODELS
+from services.launcher import Mesh
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class StatsProbe:
         readings = {}
         for modality, client in self._clients.items():
             model = MODELS[modality][0]
-            response = await client.get_inference_statistics(model_name=model, client_timeout=5.0)
+            response = await client.get_inference_statistics(model_name=model, client_timeout=5.0,
+                                                             headers=dict(Mesh.internal_metadata()))
             readings[modality] = counters_from(response, model)
         return readings
 

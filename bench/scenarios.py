@@ -84,12 +84,13 @@ class Plan:
     seed: int = 0                 # step i of every knee search draws its arrivals with seed + i
     capacity_rps: float = 0.0     # isolation: use this text capacity instead of measuring it (0 = measure)
     flood_nice: int = 0           # isolation: CPU niceness of the flood generator (emulates a client on other hosts)
+    repeats: int = 1              # knee search: runs of each rate at the bracket, decided by majority (bench/knee.py)
 
     @classmethod
     def full(cls) -> Plan:
         return cls(mixes=("text", "image", "mixed"), step_s=4.0, min_requests=20, max_step_s=12.0, growth=1.5, precision=1.12,
-                   max_steps=10, start_scale=1.0, isolation_s=8.0, realtime_share=0.1, realtime_min_rps=5.0,
-                   flood_factor=5.0, lowload_requests=30, direct=DirectPlan.full())
+                   max_steps=18, start_scale=1.0, isolation_s=8.0, realtime_share=0.1, realtime_min_rps=5.0,
+                   flood_factor=5.0, lowload_requests=30, direct=DirectPlan.full(), repeats=3)
 
     @classmethod
     def quick(cls) -> Plan:

@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 import time
 from typing import Any, Mapping, Sequence
@@ -102,14 +103,12 @@ def _progress(label: str, step: Mapping[str, Any]) -> None:
 
 async def sweep(sender: Sender, probe: StatsProbe, mix: Mix, tenants: Mapping[str, float], slo: Slo, plan: Plan,
                 *, label: str = "", cpu: ProcessCpu | None = None) -> dict[str, Any]:
-    """Step the offered rate up to the knee (bench/knee.py); every step's report, the knee and the capacity.
-
-    `knee_goodput_rps` (offered x success ratio at the knee: the load the path sustained within the
-    SLO) is what the ratios compare; `capacity_rps` is the highest achieved rate of any step, SLO met
-    or not.
-    """
+    """Step the offered rate up to the knee (bench/knee.py, the bracket repeated `plan.repeats` times);
+    every step's report, the knee (`knee_summary`) and the capacity: `capacity_rps` is the highest
+    achieved rate of any step, SLO met or not."""
     search = KneeSearch(mix.start_rps * plan.start_scale, growth=plan.growth, precision=plan.precision,
-                        max_steps=plan.max_steps, max_rps=mix.max_rps, min_rps=mix.start_rps * plan.start_scale / 16)
+                        max_steps=plan.max_steps, max_rps=mix.max_rps, min_rps=mix.start_rps * plan.start_scale / 16,
+                        repeats=plan.repeats)
     steps: list[dict[str, Any]] = []
     rate = search.next_rate()
     while rate is not None:
@@ -118,11 +117,29 @@ async def sweep(sender: Sender, probe: StatsProbe, mix: Mix, tenants: Mapping[st
         steps.append(step)
         search.record(rate, passed=step["passed"])
         rate = search.next_rate()
-    at_knee = next((s for s in steps if s["offered_rps"] == search.knee), None)
-    return {"mix": dict(mix.kinds), "slo_p99_ms": {k: slo.p99_ms[k] for k in mix.kinds},
-            "knee_offered_rps": search.knee,
-            "knee_goodput_rps": round(at_knee["offered_rps"] * at_knee["success_ratio"], 2) if at_knee else None,
-            "knee_achieved_rps": at_knee["achieved_rps"] if at_knee else None,
-            "knee_p99_ms": at_knee["latency_ms"]["p99_ms"] if at_knee else None,
+    return {"mix": dict(mix.kinds), "slo_p99_ms": {k: slo.p99_ms[k] for k in mix.kinds}, **knee_summary(search, steps),
             "capacity_rps": max((s["achieved_rps"] for s in steps), default=0.0),
             "steps": sorted(steps, key=lambda s: float(s["offered_rps"]))}
+
+
+def knee_summary(search: KneeSearch, steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The knee and what was measured at it, over the runs at the knee's rate (medians), and the knee's
+    interval over repeated runs (`knee_interval_rps`, KneeSearch.interval; goodput alike).
+
+    `knee_goodput_rps` (offered x success ratio at the knee: the load the path sustained within the
+    SLO) is what the ratios compare."""
+    knee, interval = search.knee, search.interval
+    at_knee = [s for s in steps if s["offered_rps"] == knee]
+    if knee is None or not at_knee or interval is None:
+        return {"knee_offered_rps": None, "knee_goodput_rps": None, "knee_achieved_rps": None, "knee_p99_ms": None,
+                "knee_interval_rps": None, "knee_goodput_interval_rps": None, "knee_runs": None}
+    success = statistics.median(s["success_ratio"] for s in at_knee)
+    low, high = interval
+    return {"knee_offered_rps": knee, "knee_goodput_rps": round(knee * success, 2),
+            "knee_achieved_rps": statistics.median(s["achieved_rps"] for s in at_knee),
+            "knee_p99_ms": statistics.median(s["latency_ms"]["p99_ms"] for s in at_knee),
+            "knee_interval_rps": [low, high],
+            # The interval's ends as goodput: the SLO allows 1 % failures, so a passing step's goodput
+            # is at least 0.99 x its rate.
+            "knee_goodput_interval_rps": [round(low * success, 2), None if high is None else round(high * success, 2)],
+            "knee_runs": {str(rate): outcomes for rate, outcomes in sorted(search.runs.items())}}

@@ -3,7 +3,7 @@ in one run. Prints JSON.
 
     python -m bench.triton_text [--slo-ms 50] [--step-s 4] [--repeats 2] [--via direct|router] [--quick]
 
-Both serve `text_moderation` built by the text service's own `build_models` from config/text.yaml (same
+Both serve `text_moderation` built by the text service's own `served_models` from config/text.yaml (same
 ONNX files, same onnxruntime threads): ours is `services.text.server` (our batcher: continuous
 batching, priorities), Triton's is `services/common/serving/pytriton_host.py` (Triton 2.51's dynamic
 batcher, max_queue_delay 0, the same max batch size, one model instance). Each is started alone on the
@@ -120,7 +120,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 knees = await paired_knees(list(TARGETS), step, plan, "triton_text ")
     return {"benchmark": "triton_text", "machine": machine(), "via": args.via, "slo_p99_ms": args.slo_ms,
             "step_s": args.step_s, "repeats": args.repeats,
-            "model": "text_moderation (services.text.server.build_models, config/text.yaml)",
+            "model": "text_moderation (services.text.server.served_models, config/text.yaml)",
             "triton": "tritonserver 2.51 (nvidia-pytriton 0.7.0), dynamic batcher, max_queue_delay_us 0, 1 instance",
             "knees": knees,
             "knee_ratio_auditmesh_over_triton": ratio(knees["auditmesh"]["knee_rps"], knees["triton"]["knee_rps"]),

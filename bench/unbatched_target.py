@@ -27,6 +27,7 @@ from tritonclient.utils import InferenceServerException
 
 from bench.loadgen import Arrival
 from bench.payloads import BenchInputs
+from services.launcher import Mesh
 
 #: (model, input tensor, output tensors) per modality service, as the router calls them.
 MODELS = {"text": ("text_moderation", "TEXT", ("TOXICITY", "SPAM", "MATCHES")),
@@ -82,6 +83,7 @@ class UnbatchedSender:
         tensor.set_data_from_numpy(np.array([[payload]], dtype=np.object_))
         try:
             return await self._clients[modality].infer(model, [tensor], client_timeout=remaining,
-                                                       outputs=[InferRequestedOutput(n) for n in output_names])
+                                                       outputs=[InferRequestedOutput(n) for n in output_names],
+                                                       headers=dict(Mesh.internal_metadata()))  # the mesh's secret
         except InferenceServerException as error:
             raise StageFailed(status_name(error)) from None

@@ -213,6 +213,9 @@ def modality_service(side: Side, service: str, port: int, *, timeout_s: float = 
     `side.ipv4:port` inside `side`'s namespace; yields its address, stops it (SIGTERM) afterwards."""
     root = Path(__file__).resolve().parents[1]
     address = f"{side.ipv4}:{port}"
+    # The service needs the internal shared secret (services/common/internal_auth.py). It is set in this
+    # process's environment so the probes this bed starts later (bench.grpc_probe) inherit and send it.
+    os.environ.setdefault("AUDITMESH_INTERNAL_SECRET", secrets.token_urlsafe(32))
     env = {**os.environ, "AUDITMESH_LISTEN": address, "AUDITMESH_METRICS_LISTEN": "off", "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, "-m", f"services.{service}.server", "--config", str(root / "config" / f"{service}.yaml"),
             "--log-level", "warning"]

@@ -9,6 +9,11 @@ serving. Only SIGINT / SIGTERM stop the mesh: the routers first, then the modali
 SIGTERM, given its `server.grace_period_s` (plus a margin) to drain, then SIGKILLed. A service that
 fails while the mesh is first starting (a bad config, a port in use) stops the launcher with exit code 1.
 
+CPU placement: each child starts on the CPUs and at the niceness its config's `placement` block
+says (services/common/placement.py; the shipped configs put the routers and the text service on the
+first CPU, vision and OCR niced on every CPU), logged as "<service> runs on CPUs [0], nice 0";
+`--no-placement` turns it off.
+
 Every child's command line says how it runs, ports and files included (`--listen`, `--metrics-listen`,
 the router's `--lane` and `--<modality>-url`, ...), and the launcher logs it: copy it to run one
 service by hand.
@@ -19,6 +24,13 @@ after the modality services (the shipped config: `router-bulk` on 8104).
 
 Each service also serves Prometheus metrics on `metrics_base_port` + the same offset (router 9100,
 text 9101, vision 9102, ocr 9103, router-bulk 9104 by default), or none with `--metrics-base-port 0`.
+The router's PolicyAdmin API has a port of its own (`--admin-port`, default 8105; the first lane's
+process serves it, `--admin-listen` on its command line; the other lanes get `--admin-listen off`).
+
+Internal authentication: the launcher makes a random shared secret and admin secret once per process
+(`MESH_SECRET`, `MESH_ADMIN_SECRET`) and hands them to the services in the environment, never on a
+command line (services/common/internal_auth.py): the router sends the secret on its upstream calls;
+model load/unload needs the admin secret. `make run` also writes them to var/secrets/ (0600).
 
 Used by `make run`, and by the integration tests (`Mesh`).
 """
@@ -27,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -45,13 +59,20 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common.config import ConfigError, load_dataclass
+from services.common.internal_auth import ADMIN_SECRET_HEADER, ENV_ADMIN_SECRET, ENV_SECRET, SECRET_HEADER
 from services.common.logs import configure_logging
+from services.common.placement import Placement, apply_placement, usable_cpus
 from services.common.service_config import ServerConfig
 from services.supervise import RestartPolicy, Supervisor, describe_exit
 
 MODALITIES = ("text", "vision", "ocr")
 ROOT = Path(__file__).resolve().parents[1]
 ROUTER = "router"
+#: One pair per launcher process, so every `Mesh` it starts (tests start several) shares them.
+MESH_SECRET = secrets.token_urlsafe(32)
+MESH_ADMIN_SECRET = secrets.token_urlsafe(32)
+DEFAULT_ADMIN_PORT = 8105
 #: Seconds a stopping service gets beyond its own `grace_period_s` (closing models, flushing the audit
 #: log) before it is SIGKILLed.
 STOP_MARGIN_S = 5.0
@@ -62,7 +83,8 @@ ROUTER_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--m
                 "AUDITMESH_VISION_URL": "--vision-url", "AUDITMESH_OCR_URL": "--ocr-url",
                 "AUDITMESH_TENANTS_FILE": "--tenants-file", "AUDITMESH_POLICIES_DIR": "--policies-dir",
                 "AUDITMESH_POLICY_STORE": "--policy-store", "AUDITMESH_AUDIT_LOG": "--audit-log",
-                "AUDITMESH_ADMIN_KEYS_FILE": "--admin-keys-file"}
+                "AUDITMESH_ADMIN_KEYS_FILE": "--admin-keys-file",
+                "AUDITMESH_ADMIN_LISTEN": "--admin-listen"}
 MODALITY_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--metrics-listen",
                   "AUDITMESH_MODEL_REPOSITORY": "--model-repository"}
 
@@ -86,7 +108,7 @@ def mesh_services(config_dir: Path = ROOT / "config") -> tuple[str, ...]:
 def free_base_port(count: int = 0) -> int:
     """A port such that it and the next `count - 1` are free on loopback right now (for a `Mesh`);
     `count` 0 = one per process of the shipped mesh (`mesh_services()`)."""
-    count = count or len(mesh_services())
+    count = count or len(mesh_services()) + 1
     for _ in range(200):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -116,7 +138,10 @@ class Mesh:
     a store act as replicas of one configuration, so meshes started by tests and benchmarks must not
     share `var/`); else where router.yaml says (`var/`, for `make run`).
     `own_sessions`: each service in a session (process group) of its own, so a terminal's Ctrl-C
-    reaches only the launcher, which then stops them in order."""
+    reaches only the launcher, which then stops them in order.
+    `place`: start each process on the CPUs and at the niceness of its config's `placement` block
+    (`placement()`; services/common/placement.py).
+    `admin_port`: the router's PolicyAdmin port (0 = a free loopback port, picked at construction)."""
 
     base_port: int = 8100
     config_dir: Path = ROOT / "config"
@@ -129,6 +154,9 @@ class Mesh:
     isolated_state: bool = True
     state_dir: Path | None = None
     own_sessions: bool = False
+    #: Apply each config's `placement` (CPUs, niceness) to its process; False = every process anywhere.
+    place: bool = True
+    admin_port: int = 0
     _temp_state: Path | None = field(default=None, init=False, repr=False)
     #: Every process, in port order (see `mesh_services`).
     services: tuple[str, ...] = field(default=(), init=False)
@@ -141,6 +169,19 @@ class Mesh:
         self._lane_classes = router_lanes(self.config_dir)
         names = list(self._lane_classes)
         self.lanes = {ROUTER: names[0] if names else "", **{f"{ROUTER}-{lane}": lane for lane in names[1:]}}
+        if not self.admin_port:
+            self.admin_port = free_base_port(1)
+
+    @property
+    def admin_address(self) -> str:
+        """Where the router serves the PolicyAdmin API."""
+        return f"{self.host}:{self.admin_port}"
+
+    @staticmethod
+    def internal_metadata(admin: bool = False) -> list[tuple[str, str]]:
+        """Call metadata that authenticates to the modality services' KServe ports (`admin`: for
+        RepositoryModelLoad / Unload)."""
+        return [(ADMIN_SECRET_HEADER, MESH_ADMIN_SECRET)] if admin else [(SECRET_HEADER, MESH_SECRET)]
 
     def router_for(self, qos_class: str) -> str:
         """The router service (lane) that serves tenants of `qos_class` (`router` without lanes)."""
@@ -184,6 +225,7 @@ class Mesh:
             if self.lanes[service]:
                 settings["--lane"] = self.lanes[service]
             settings.update({f"--{m}-url": self.address(m) for m in MODALITIES})
+            settings["--admin-listen"] = self.admin_address if service == ROUTER else "off"
             state = self._state_folder()
             if state is not None:
                 settings.update({"--policy-store": str(state / "policy_store.sqlite"),
@@ -218,11 +260,38 @@ class Mesh:
         value = server.get("grace_period_s") if isinstance(server, dict) else None
         return float(value) if isinstance(value, (int, float)) else ServerConfig.grace_period_s
 
+    def placement(self, service: str) -> Placement:
+        """The `placement` block of the service's config file (CPUs, niceness; services/common/placement.py);
+        the default (anywhere, nice 0) without one, or when the mesh runs with `place=False`. A bad block
+        is a ConfigError naming the file and key."""
+        if not self.place:
+            return Placement()
+        path = self.config_dir / f"{self._module(service)}.yaml"
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        block = data.get("placement") if isinstance(data, dict) else None
+        if block is None:
+            return Placement()
+        try:
+            return load_dataclass(Placement, block, str(path), "placement")
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as error:
+            raise ConfigError(str(path), "placement", str(error)) from None
+
     def start_service(self, service: str) -> subprocess.Popen[bytes]:
-        """Start one service process (not waiting for it)."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.extra_env}
+        """Start one service process (not waiting for it), on the CPUs and at the niceness its config's
+        `placement` says (set in the child before exec: inherited by every thread it starts)."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_SECRET: MESH_SECRET}  # secrets: never on a command line
+        if service in MODALITIES:
+            env[ENV_ADMIN_SECRET] = MESH_ADMIN_SECRET
+        env.update(self.extra_env)
+        placement, usable = self.placement(service), usable_cpus()
+        place: Callable[[], None] | None = None
+        if placement != Placement():
+            log.info("%s runs on %s", service, placement.describe(usable))
+            place = functools.partial(apply_placement, placement, usable)
         process = subprocess.Popen(self.command(service), cwd=ROOT, env=env, stdout=self.output, stderr=self.output,
-                                   start_new_session=self.own_sessions)
+                                   start_new_session=self.own_sessions, preexec_fn=place)
         self.processes[service] = process
         return process
 
@@ -384,6 +453,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "on the ports after them (default: 8100)")
     parser.add_argument("--metrics-base-port", type=int, default=9100,
                         help="router /metrics port; the others follow in the same order; 0 = none (default: 9100)")
+    parser.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT,
+                        help=f"the router's PolicyAdmin port, apart from the public one (default: {DEFAULT_ADMIN_PORT})")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="folder for the routers' policy store and audit log (default: the paths in "
                              "router.yaml, var/)")
@@ -395,8 +466,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--restart-reset-s", type=float, default=defaults.reset_after_s,
                         help="a service up this long before it died is restarted after the initial wait again "
                              f"(default: {defaults.reset_after_s})")
+    parser.add_argument("--no-placement", action="store_true",
+                        help="ignore the configs' `placement` blocks: every service on every CPU at nice 0")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
+
+
+def write_secrets(folder: Path) -> None:
+    """The mesh's internal secrets as files only their owner can read (for an operator's KServe calls)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in (("internal.secret", MESH_SECRET), ("internal-admin.secret", MESH_ADMIN_SECRET)):
+        path = folder / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(value + "\n")
+        os.chmod(path, 0o600)
 
 
 class _StopRequested(Exception):
@@ -414,7 +498,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("launcher", "info", args.log_format)
     # `make run`: without --state-dir the policy store and audit log persist in var/.
     mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
-                isolated_state=False, state_dir=args.state_dir, own_sessions=True)
+                isolated_state=False, state_dir=args.state_dir, own_sessions=True, place=not args.no_placement,
+                admin_port=args.admin_port)
+    write_secrets(ROOT / "var" / "secrets")
     stop = False
 
     def stop_while_starting(signum: int, frame: object) -> None:
@@ -460,6 +546,7 @@ def _print_banner(mesh: Mesh) -> None:
     print(f"\nauditmesh is serving: router on {mesh.address('router')} "
           f"(text {mesh.port('text')}, vision {mesh.port('vision')}, ocr {mesh.port('ocr')}).\n"
           f"{'Router lanes (each tenant calls the lane of its QoS class):' + chr(10) + lanes if lanes else ''}{metrics}"
+          f"PolicyAdmin API on {mesh.admin_address}; the modality services' internal secrets are in var/secrets/.\n"
           f"Try: .venv/bin/auditmesh moderate --router {mesh.address('router')} --tenant-key demo-acme-key "
           f"--text 'hello there'\nA service that exits is restarted; Ctrl-C stops the mesh.\n", flush=True)
 

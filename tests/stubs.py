@@ -1,16 +1,20 @@
-"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper."""
+"""Shared fakes for tests: in-memory tracing, a gated served model, a /metrics scraper, a KServe client
+that authenticates to the mesh's internal ports, and the batching fakes (a fake clock, a gated
+run_batch, `settle`)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
+import asyncio
 import threading
 import zlib
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Mapping, Sequence
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 from auditmesh.v1 import moderation_pb2 as pb
@@ -27,6 +31,8 @@ from services.router.control.canary import RollbackBounds
 from services.router.control.control import PolicyControl
 from services.router.control.store import SQLitePolicyStore
 from services.router.tenants import hash_key
+
+V = TypeVar("V")
 
 
 class InMemoryTracing:
@@ -144,10 +150,13 @@ def tenants_yaml(tenants: Sequence[tuple[str, str, Sequence[str]]], version: str
     for tenant_id, key, policies in tenants:
         lines.append(f"  - {{id: {tenant_id}, api_key_sha256: {hash_key(key)}, policies: {list(policies)!r}}}")
     return "\n".join(lines) + "\n"
+# --- Batching fakes (the batch loop's contract tests, the batcher's and the scheduler's) ----------------
 
 
 @dataclass
 class FakeClock:
+    """A monotonic clock that moves only when told to (`advance`, or set `now`)."""
+
     now: float = 1000.0
 
     def __call__(self) -> float:
@@ -202,3 +211,54 @@ def png_declaring(width: int, height: int) -> bytes:
     header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
     row = zlib.compress(b"\0" * (1 + (width + 7) // 8))
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
+class GatedBatchRun(Generic[V]):
+    """A `run_batch` that records each batch's values, then waits for `release` (set at first) and
+    'takes' `duration` on the fake clock; each result is `value * 10` (an int) or `str(value)`.
+    `value_of` reads the value from what the batching front end hands over (a Job's payload, say).
+
+    Example::
+
+        run = GatedBatchRun(clock, value_of=lambda job: job.payload)
+        run.release.clear()         # batches now wait inside run_batch until release.set()
+    """
+
+    def __init__(self, clock: FakeClock, *, value_of: Callable[[Any], V], duration: float = 0.01) -> None:
+        self.clock, self.duration, self.value_of = clock, duration, value_of
+        self.batches: list[list[V]] = []
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def __call__(self, entries: Sequence[Any]) -> list[Any]:
+        values = [self.value_of(entry) for entry in entries]
+        self.batches.append(values)
+        await self.release.wait()
+        await asyncio.sleep(0)  # a batch takes at least one step of the event loop, as a real one does
+        self.clock.advance(self.duration)
+        return [value * 10 if isinstance(value, int) else str(value) for value in values]
+
+
+async def settle(rounds: int = 8) -> None:
+    """Let every ready task run a few steps (no time passes; the batching tests' only way to wait)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+class MeshTritonClient:
+    """tritonclient's (sync or aio) KServe client that sends the mesh's internal secret on every call
+    (`Mesh.internal_metadata()`: the modality ports need it, services/common/internal_auth.py).
+
+    Example::
+
+        client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
+        client.infer("text_moderation", [tensor])
+    """
+
+    def __init__(self, client: Any, metadata: Sequence[tuple[str, str]]) -> None:
+        self._client = client
+        self._headers = dict(metadata)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name == "close" or not callable(attribute):
+            return attribute
+        return functools.partial(attribute, headers=self._headers)

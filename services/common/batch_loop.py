@@ -180,13 +180,14 @@ class BatchLoop(Generic[E, R]):
         """Queue `entries` and wait for their results, in order. Cancelling the caller takes its
         queued entries out; an error of any entry's batch is raised (the rest are then dropped)."""
         self.check_intake(len(entries))
-        loop = asyncio.get_running_loop()
+        create_future = asyncio.get_running_loop().create_future
         origin = contextvars.copy_context()
+        waiting, push = self._waiting, self._queue.push
         futures: list[asyncio.Future[R]] = []
         for entry in entries:
-            future: asyncio.Future[R] = loop.create_future()
-            self._waiting[entry] = (future, origin)
-            self._queue.push(entry)
+            future: asyncio.Future[R] = create_future()
+            waiting[entry] = (future, origin)
+            push(entry)
             futures.append(future)
         self._wakeup.set()
         try:

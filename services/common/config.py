@@ -33,6 +33,15 @@ class ConfigError(ValueError):
         super().__init__(f"{source}: {key or '<top level>'}: {problem}")
 
 
+class FieldError(ValueError):
+    """Raised by a dataclass's `__post_init__` for a problem with one of its keys (or a key below them):
+    `load_dataclass` reports it at that key's path. Example: `raise FieldError("categories.toxicity", "...")`."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key, self.problem = key, problem
+        super().__init__(f"{key}: {problem}")
+
+
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file; syntax errors become ConfigError with the line number."""
     try:
@@ -73,6 +82,8 @@ def load_dataclass(cls: type[C], data: Any, source: str, prefix: str = "") -> C:
     except (ValueError, TypeError) as exc:
         if isinstance(exc, ConfigError):
             raise
+        if isinstance(exc, FieldError):
+            raise ConfigError(source, _join(prefix, exc.key), exc.problem) from None
         raise ConfigError(source, prefix, str(exc)) from None
 
 

@@ -8,6 +8,9 @@ stops, then the process exits.
 Telemetry hooks: when tracing is on (`services.common.tracing.telemetry`) the OpenTelemetry aio server
 interceptor goes first in the interceptor chain; when `server.metrics_listen` is set and a registry is
 given, a `/metrics` endpoint serves it from `start` to `stop`.
+
+Transport: with `server.tls` set the port is TLS (mTLS when `client_ca_file` is set), and the
+certificate files are re-read when they change (`services.common.tls`); without it, plaintext.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from services.common.metrics import MetricsServer
 from services.common.service_config import ServerConfig
+from services.common.tls import server_credentials
 from services.common.tracing.telemetry import server_interceptors
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,12 @@ def server_options(config: ServerConfig) -> list[tuple[str, int]]:
         options += [("grpc.server.max_pending_requests", config.max_pending_calls // 2),
                     ("grpc.server.max_pending_requests_hard_limit", config.max_pending_calls)]
     return options
+
+
+def _transport(config: ServerConfig) -> str:
+    if config.tls is None:
+        return "plaintext"
+    return "TLS, client certificates required" if config.tls.mutual else "TLS"
 
 
 class GrpcService:
@@ -71,6 +81,8 @@ class GrpcService:
         self._server: grpc.aio.Server | None = None
         self._stopped = asyncio.Event()
         self.port = 0
+        #: The registry served on `metrics_listen` (kept even when no endpoint serves it).
+        self.registry = metrics_registry
         self.metrics = (MetricsServer(config.metrics_listen, metrics_registry)
                         if config.metrics_listen and metrics_registry is not None else None)
 
@@ -82,7 +94,11 @@ class GrpcService:
         self._register(server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection([*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-        self.port = server.add_insecure_port(self.config.listen)
+        if self.config.tls is not None:  # certificate files re-read when they change (services/common/tls.py)
+            credentials = server_credentials(self.config.tls, source=f"{self.name}: server.tls")
+            self.port = server.add_secure_port(self.config.listen, credentials)
+        else:
+            self.port = server.add_insecure_port(self.config.listen)
         if self.port == 0:
             raise OSError(f"{self.name}: cannot listen on {self.config.listen}")
         if self.metrics is not None:
@@ -91,7 +107,7 @@ class GrpcService:
         self._server = server
         await self._set_serving(True)
         host = self.config.listen.rpartition(":")[0]
-        log.info("%s serving on %s:%d", self.name, host, self.port)
+        log.info("%s serving on %s:%d (%s)", self.name, host, self.port, _transport(self.config))
         return self.port
 
     async def _set_serving(self, serving: bool) -> None:

@@ -2,21 +2,38 @@
 
 A process at its `max_concurrent_rpcs` limit answers the probe itself with RESOURCE_EXHAUSTED: it is
 alive and working at capacity, so that also counts as healthy (a restart would only lose its work).
+
+With TLS on (env AUDITMESH_TLS_CERT_FILE / AUDITMESH_TLS_KEY_FILE, the service's own settings) the
+probe connects over TLS, trusting AUDITMESH_TLS_CLIENT_CA_FILE (the mesh CA) and presenting the
+service's own certificate, which the mesh CA issues for client use too (services/common/tls_certs.py).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.common.tls import channel_credentials
+from services.common.tls_config import ENV_TLS_CERT_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_TLS_KEY_FILE, ClientTlsConfig
+
+
+def _channel(address: str) -> grpc.Channel:
+    env = os.environ
+    if not env.get(ENV_TLS_CERT_FILE):
+        return grpc.insecure_channel(address)
+    tls = ClientTlsConfig(env.get(ENV_TLS_CLIENT_CA_FILE) or env[ENV_TLS_CERT_FILE], env[ENV_TLS_CERT_FILE],
+                          env.get(ENV_TLS_KEY_FILE, ""))
+    return grpc.secure_channel(address, channel_credentials(tls, source="healthcheck"))
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m services.common.healthcheck HOST:PORT", file=sys.stderr)
         return 2
-    with grpc.insecure_channel(argv[0]) as channel:
+    with _channel(argv[0]) as channel:
         try:
             status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=3).status
         except grpc.RpcError as error:

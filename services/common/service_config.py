@@ -1,7 +1,8 @@
 """The gRPC listener settings every service shares (router included), and their environment overrides.
 
-Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN` (host:port) and
-`AUDITMESH_METRICS_LISTEN` (host:port of `/metrics`, or `off`). A modality service's whole config is
+Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN` (host:port),
+`AUDITMESH_METRICS_LISTEN` (host:port of `/metrics`, or `off`) and `AUDITMESH_TLS_CERT_FILE`,
+`AUDITMESH_TLS_KEY_FILE`, `AUDITMESH_TLS_CLIENT_CA_FILE` (`server.tls`, services/common/tls_config.py). A modality service's whole config is
 `services.common.serving.modality_config`.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Mapping
+
+from services.common.tls_config import ServerTlsConfig, server_tls_from_env
 
 
 ENV_LISTEN = "AUDITMESH_LISTEN"
@@ -33,6 +36,8 @@ class ServerConfig:
     #: with CANCELLED, in C, at once (gRPC's `grpc.server.max_pending_requests` soft and hard
     #: limits). 0 = gRPC's defaults (1000 / 3000): a backlog that deep takes seconds to drain here.
     max_pending_calls: int = 0
+    #: TLS for this listener (services/common/tls_config.py); None = plaintext (loopback only).
+    tls: ServerTlsConfig | None = None
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")
@@ -52,12 +57,14 @@ class ServerConfig:
 
 
 def server_from_env(server: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
-    """`server` with AUDITMESH_LISTEN and AUDITMESH_METRICS_LISTEN ("off" = no endpoint) applied."""
+    """`server` with AUDITMESH_LISTEN, AUDITMESH_METRICS_LISTEN ("off" = no endpoint) and the
+    AUDITMESH_TLS_* files (services/common/tls_config.py) applied."""
     if env.get(ENV_LISTEN):
         server = replace(server, listen=env[ENV_LISTEN])
     metrics = env.get(ENV_METRICS_LISTEN, "").strip()
     if metrics:
         server = replace(server, metrics_listen="" if metrics.lower() == "off" else metrics)
-    return server
+    tls = server_tls_from_env(server.tls, env)
+    return replace(server, tls=tls) if tls is not server.tls else server
 
 

@@ -63,6 +63,8 @@ class OcrModel:
     version = "1"
     platform = "auditmesh_ocr_pipeline"
     max_batch_size = 8
+    #: Images `warmup` runs (services.common.serving.kserve_servicer.measure_warm).
+    warmup_items = 1
     inputs: Sequence[TensorSpec] = (contract.INPUT,)
     outputs: Sequence[TensorSpec] = contract.OUTPUTS
 

@@ -6,10 +6,11 @@ the same policy, canary arm, shadow candidate and model versions (`services.rout
 pipeline and stores the verdict when it may be reused:
 
 - never a degraded verdict (a failed or skipped stage), nor an error (nothing is stored on an exception);
-- only when the model versions of every stage the item uses are known (the router learns them from the
-  services' responses and ModelConfig), and equal to the ones the services named for this very item:
-  a model swapped behind an upstream changes the key of the next item, and the verdict that revealed
-  the swap is not stored under the old key;
+- only when the model versions of every stage the item may use are known (the router learns them from
+  the services' responses and ModelConfig; `text_semantic` counts whenever text does, since which texts
+  the balanced profile sends there depends on their scores), and every model the services named for
+  this very item is one of them: a model swapped behind an upstream changes the key of the next item,
+  and the verdict that revealed the swap is not stored under the old key;
 - the shadow candidate's verdict is cached with the baseline's, so canary counters still see both.
 
 Text parts are keyed by their normalised form (or as sent, `text_key: exact`). Two texts with one
@@ -96,7 +97,7 @@ class CachedPipeline:
         one of them is not known yet."""
         known = self.pipeline.models
         used: list[tuple[str, str]] = []
-        for stage in ("text", "vision", "ocr"):
+        for stage in ("text", "text_semantic", "vision", "ocr"):
             if self.pipeline.uses(stage, item, selection.policy):
                 if not known.get(stage):
                     return None
@@ -107,7 +108,7 @@ class CachedPipeline:
     def _store(cache: VerdictCache[CachedVerdict], tenant: str, key: bytes, outcome: Outcome,
                models: list[tuple[str, str]], texts: dict[int, NormalizedText]) -> None:
         verdict, shadow = outcome.verdict, outcome.shadow
-        if verdict.degradations or (shadow is not None and shadow.degradations) or outcome.models != models:
+        if verdict.degradations or (shadow is not None and shadow.degradations) or not set(outcome.models) <= set(models):
             return
         stored = _to_normalized(verdict, texts)
         stored_shadow = _to_normalized(shadow, texts) if shadow is not None else None

@@ -3,7 +3,15 @@
 Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUDITMESH_METRICS_LISTEN`,
 `AUDITMESH_TEXT_URL`, `AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`,
 `AUDITMESH_POLICIES_DIR`, `AUDITMESH_POLICY_STORE`, `AUDITMESH_AUDIT_LOG`, `AUDITMESH_ADMIN_KEYS_FILE`,
-`AUDITMESH_LANE` (the `--lane`).
+`AUDITMESH_LANE` (the `--lane`), `AUDITMESH_ADMIN_LISTEN` (`off` = no admin port in this process),
+`AUDITMESH_ALLOW_DEMO_KEYS` (`1`/`true`), `AUDITMESH_TLS_*` (the public port's TLS) and
+`AUDITMESH_UPSTREAM_TLS_*` / `AUDITMESH_INTERNAL_SECRET[_FILE]` (what the router presents upstream).
+
+Security (README "Security"): the PolicyAdmin API is served only on `admin_listen`, its own port, so
+the public port neither serves nor lists it; with lanes only the first lane's process serves it (the
+lanes share one policy store). `internal` is the shared secret and TLS of the router's channels to
+the modality services. Demo keys (config/tenants.yaml, the demo admin key) make the router refuse to
+start on a non-loopback address unless `allow_demo_keys` (services/router/demo_keys.py).
 
 With `lanes:` (services/router/lanes.py) each router process serves one lane: the lane's `listen`
 and `metrics_listen` replace `server.listen` and `server.metrics_listen` (and AUDITMESH_LISTEN /
@@ -15,11 +23,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Literal, Mapping
 
+from services.common.auth_throttle import ThrottleConfig
 from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
+from services.common.placement import Placement
 from services.common.service_config import ServerConfig, server_from_env
+from services.common.tls_config import ClientTlsConfig, client_tls_from_env
 from services.router.control.admin_auth import AdminKey
 from services.router.control.canary import RollbackBounds
 from services.router.lanes import Lane, pick_lane, validate_lanes
@@ -34,15 +45,23 @@ ENV_POLICY_STORE = "AUDITMESH_POLICY_STORE"
 ENV_AUDIT_LOG = "AUDITMESH_AUDIT_LOG"
 ENV_ADMIN_KEYS_FILE = "AUDITMESH_ADMIN_KEYS_FILE"
 ENV_LANE = "AUDITMESH_LANE"
+ENV_ADMIN_LISTEN = "AUDITMESH_ADMIN_LISTEN"
+ENV_ALLOW_DEMO_KEYS = "AUDITMESH_ALLOW_DEMO_KEYS"
 
 
 @dataclass(frozen=True)
 class Upstream:
-    """A modality service (ours or a Triton server) and the model to call on it."""
+    """A modality service (ours or a Triton server) and the model to call on it.
+
+    The text upstream serves two models: `model` (profile fast, and balanced's first pass; normally
+    `text_moderation`) and `semantic_model` (profile accurate, and balanced's second opinion; normally
+    `text_semantic`; "" = the text contract's name). Each gets its own queue and batches.
+    """
 
     url: str
     model: str
     model_version: str = ""
+    semantic_model: str = ""
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
 
     def __post_init__(self) -> None:
@@ -93,6 +112,8 @@ class LifecycleConfig:
     audit_path: str = "var/audit.sqlite"
     audit_retention_days: float = 30.0
     audit_flush_interval_s: float = 0.2
+    #: "zlib": records stored compressed (README "Audit log size"); "none": compact JSON text.
+    audit_compression: Literal["none", "zlib"] = "none"
     admin_keys: tuple[AdminKey, ...] = ()
     admin_keys_file: str = ""
     canary_bounds: RollbackBounds = field(default_factory=RollbackBounds)
@@ -101,6 +122,21 @@ class LifecycleConfig:
         for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class InternalClientConfig:
+    """What the router presents to the modality services: the shared secret's file (or env
+    AUDITMESH_INTERNAL_SECRET[_FILE]) and, for TLS / mTLS, the CA and its client certificate."""
+
+    secret_file: str = ""
+    tls: ClientTlsConfig | None = None
+
+
+def _check_listen(value: str, name: str) -> None:
+    host, sep, port = value.rpartition(":")
+    if value and (not sep or not host or not port.isdigit()):
+        raise ValueError(f"{name} must be host:port or empty, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -118,8 +154,22 @@ class RouterConfig:
     lanes: tuple[Lane, ...] = ()
     #: The lane this process serves (set by `load_router_config` from --lane); None without lanes.
     lane: Lane | None = None
+    #: Where every router process runs (CPUs, niceness; services/common/placement.py), applied by the
+    #: launcher; a lane's own `nice` is added by the router itself at start.
+    placement: Placement = field(default_factory=Placement)
+    #: host:port of the PolicyAdmin API ("" = not served by this process). Never the public port.
+    admin_listen: str = ""
+    #: The router's side of the internal ports' authentication (secret, TLS).
+    internal: InternalClientConfig = field(default_factory=InternalClientConfig)
+    #: Failed-authentication throttle of the public and the admin port (services/common/auth_throttle.py).
+    auth_throttle: ThrottleConfig = field(default_factory=ThrottleConfig)
+    #: Let the shipped demo keys work on a non-loopback address (demo containers only).
+    allow_demo_keys: bool = False
 
     def __post_init__(self) -> None:
+        _check_listen(self.admin_listen, "admin_listen")
+        if self.admin_listen and self.admin_listen == self.server.listen and not self.admin_listen.endswith(":0"):
+            raise ValueError("admin_listen must be a port of its own, not server.listen (the public port)")
         validate_lanes(self.lanes)
         if self.lane is not None and self.lane not in self.lanes:
             raise ValueError("lane: the lane is chosen with --lane (or AUDITMESH_LANE), not set in the file")
@@ -127,6 +177,9 @@ class RouterConfig:
         extra = [m for m in self.upstreams if m not in MODALITIES]
         if missing or extra:
             raise ValueError(f"upstreams must have exactly {list(MODALITIES)}; missing {missing}, unknown {extra}")
+        for modality, upstream in self.upstreams.items():
+            if upstream.semantic_model and modality != "text":
+                raise ValueError(f"upstreams.{modality}.semantic_model: only the text upstream has a semantic model")
 
 
 def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
@@ -139,7 +192,9 @@ def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
     except ValueError as error:
         raise ConfigError(str(path), "lanes", str(error)) from None
     if chosen is not None:
-        config = replace(config, lane=chosen, server=replace(
+        # The first lane's process serves the admin API (the lanes share one store); the others do not.
+        admin = config.admin_listen if chosen is config.lanes[0] else ""
+        config = replace(config, lane=chosen, admin_listen=admin, server=replace(
             config.server, listen=chosen.listen, metrics_listen=chosen.metrics_listen,
             max_concurrent_rpcs=chosen.max_concurrent_rpcs or config.server.max_concurrent_rpcs,
             max_pending_calls=chosen.max_pending_calls or config.server.max_pending_calls))
@@ -150,5 +205,14 @@ def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
     lifecycle = replace(lifecycle, store_path=env.get(ENV_POLICY_STORE) or lifecycle.store_path,
                         audit_path=env.get(ENV_AUDIT_LOG) or lifecycle.audit_path,
                         admin_keys_file=env.get(ENV_ADMIN_KEYS_FILE) or lifecycle.admin_keys_file)
-    return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,
-                   policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir, lifecycle=lifecycle)
+    admin_listen = env.get(ENV_ADMIN_LISTEN, "").strip()
+    try:
+        internal = replace(config.internal, tls=client_tls_from_env(config.internal.tls, env),
+                           secret_file=config.internal.secret_file)
+        return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,
+                       policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir, lifecycle=lifecycle,
+                       admin_listen=("" if admin_listen.lower() == "off" else admin_listen) if admin_listen else config.admin_listen,
+                       internal=internal,
+                       allow_demo_keys=config.allow_demo_keys or env.get(ENV_ALLOW_DEMO_KEYS, "").lower() in ("1", "true", "yes"))
+    except ValueError as error:  # an override that does not validate (e.g. admin port = public port)
+        raise ConfigError(str(path), "environment", str(error)) from None

@@ -40,7 +40,7 @@ from services.router.config import Upstream
 from services.router.fair_queue import Job
 from services.common.batch_loop import BatchReport
 from services.router.scheduler import FairScheduler, Requester
-from services.router.upstream_client import UpstreamClient
+from services.router.upstream_client import UpstreamClient, UpstreamSecurity
 
 Row = dict[str, np.ndarray]
 #: Pseudo output added to every row: a JSON list of [model name, version] pairs.
@@ -57,6 +57,11 @@ RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reco
 
 class UpstreamError(RuntimeError):
     """A modality service failed or is unreachable. Fusion turns it into a degradation."""
+
+
+class ModelUnloadedError(UpstreamError):
+    """The modality service answers but does not serve the model (NOT_FOUND: unloaded, or never
+    loaded). Reported as its own degradation; the policy's `failure.model_unloaded` says how it counts."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,8 @@ class ModalityDispatcher:
 
     def __init__(self, modality: str, upstream: Upstream, *, input_name: str, output_names: Sequence[str],
                  max_message_bytes: int = 64 * 1024 * 1024, qos_classes: Sequence[QosClass] = DEFAULT_CLASSES,
-                 on_batch: Callable[[str, BatchReport], None] | None = None) -> None:
+                 on_batch: Callable[[str, BatchReport], None] | None = None,
+                 security: UpstreamSecurity = UpstreamSecurity()) -> None:
         self.modality = modality
         self.upstream = upstream
         self.input_name = input_name
@@ -89,7 +95,7 @@ class ModalityDispatcher:
         options = [*grpc_options(max_message_bytes), *RECONNECT_OPTIONS]
         # One client per class (grpc.dscp is a per-channel option): index = class priority. With tracing on,
         # each has a second, uninstrumented channel for unsampled calls (upstream_client.py).
-        self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)])
+        self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)], security=security)
                          for qos in qos_classes]
         report = functools.partial(on_batch, modality) if on_batch is not None else None
         self.scheduler: FairScheduler[Row] = FairScheduler(self._run_batch, config=upstream.scheduling, on_batch=report)
@@ -132,6 +138,9 @@ class ModalityDispatcher:
         except InferenceServerException:
             return []
         config = response.config
+        warm = config.parameters.get("warmup")
+        if warm is not None and not self.scheduler.cost.seeded:
+            self.scheduler.cost.seed(*parse_warmup(warm.string_value))
         versions = [(config.name, upstream.model_version or "1")]
         for key, value in sorted(config.parameters.items()):
             if key.startswith("file:"):
@@ -158,6 +167,8 @@ class ModalityDispatcher:
             status = str(error.status() or "")
             if "DEADLINE_EXCEEDED" in status:
                 raise DeadlineExceededError(f"deadline exceeded in the {self.modality} service") from None
+            if "NOT_FOUND" in status:
+                raise ModelUnloadedError(f"{self.modality} service: model {self.upstream.model!r} not loaded (NOT_FOUND)") from None
             raise UpstreamError(f"{self.modality} service {self.upstream.url} failed: {error.message()}") from None
         arrays = {name: result.as_numpy(name) for name in self.output_names}
         for name, array in arrays.items():
@@ -165,6 +176,21 @@ class ModalityDispatcher:
                 raise UpstreamError(f"{self.modality} service returned a malformed {name!r} output")
         models = np.array([models_json(result.get_response())], dtype=np.object_)
         return [{**{name: array[i] for name, array in arrays.items()}, MODELS_OUTPUT: models} for i in range(len(batch))]
+
+
+def parse_warmup(value: str) -> tuple[int, float]:
+    """(items, seconds) from our services' ModelConfig `warmup` parameter ("items=1 seconds=0.160"; a
+    warm run of the model's warm-up, seeding the scheduler's batch cost); (0, 0.0) when malformed.
+
+    Example::
+
+        parse_warmup("items=17 seconds=0.512")   # (17, 0.512)
+    """
+    fields = dict(part.split("=", 1) for part in value.split() if "=" in part)
+    try:
+        return int(fields["items"]), float(fields["seconds"])
+    except (KeyError, ValueError):
+        return 0, 0.0
 
 
 def models_json(response: Any) -> str:

@@ -1,14 +1,19 @@
 """Fusion: every signal about one item + its policy → one decision with evidence. Pure, no gRPC.
 
-Signals are model scores (per text part, per OCR line, per image), blocklist hits (with original
-offsets) and stage failures. For each category the highest score over all parts is compared with the
-policy's thresholds; each blocklist hit takes the action its severity maps to; a failed stage adds a
-degradation, and REVIEW when the policy says that stage fails closed. The item's decision is the most
-severe action over all categories.
+Signals are per-category model scores (per text part, per OCR line, per image) with the spans the
+text model says drove them, blocklist and context-rule hits (with original offsets) and stage
+failures. For each category the highest score over all parts is compared with the policy's
+thresholds; each hit takes the action its severity maps to, at most REVIEW for an ambiguous-tier hit
+(`max_action`); a category's own `max_action` caps both; a failed stage adds a degradation, and
+REVIEW when the policy says that stage fails closed. The item's decision is the most severe action
+over all categories.
+
+Evidence: a score that takes an action cites the model's spans for that category (`ScoreSpan`), or
+the whole text when the model gave none; a hit cites its span; text read by OCR also cites its line.
 
 Example::
 
-    verdict = fuse(policy, Signals(texts=[TextFinding(0, "you idiot", {"hate": 0.93}, ())]))
+    verdict = fuse(policy, Signals(texts=[TextFinding(0, "you idiot", {"harassment": 0.93}, ())]))
     verdict.decision   # "block" with default thresholds
 """
 
@@ -17,10 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, CompiledPolicy
+from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, CompiledPolicy, PolicyDocument, Thresholds
 
-#: The stage whose failure mode applies when a stage fails ("ocr_text" follows the text service).
-FAILURE_MODE_OF_STAGE = {"text": "text", "ocr_text": "text", "vision": "vision", "ocr": "ocr"}
+#: The stage whose failure mode applies when a stage fails ("ocr_text" and the semantic second passes
+#: follow the text service).
+FAILURE_MODE_OF_STAGE = {"text": "text", "ocr_text": "text", "text_semantic": "text", "ocr_text_semantic": "text",
+                         "vision": "vision", "ocr": "ocr"}
+#: A hit whose lexicon starts with this is a context rule of the text model (`rule:<id>`).
+RULE_PREFIX = "rule:"
+#: Thresholds of a category the policy does not list: its score never acts, its hits are not capped.
+NO_THRESHOLDS = Thresholds()
 
 
 @dataclass(frozen=True)
@@ -34,17 +45,31 @@ class BlockMatch:
     end: int
     text: str
     lexicon: str
+    #: "review" for an ambiguous-tier entry that alone may at most REVIEW; None = no cap.
+    max_action: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoreSpan:
+    """A span the text model says drove a category's score (offsets into that text's original form)."""
+
+    category: str
+    start: int
+    end: int
+    score: float
+    source: str
 
 
 @dataclass(frozen=True)
 class TextFinding:
-    """Scores and hits for one text: a text part (ocr_line = -1) or one OCR line of an image part."""
+    """Scores, hits and score spans for one text: a text part (ocr_line = -1) or one OCR line of an image part."""
 
     part_index: int
     text: str
     scores: Mapping[str, float]
     matches: Sequence[BlockMatch]
     ocr_line: int = -1
+    evidence: Sequence[ScoreSpan] = ()
 
 
 @dataclass(frozen=True)
@@ -65,11 +90,13 @@ class OcrLineFinding:
 
 @dataclass(frozen=True)
 class StageFailure:
-    """A stage that failed, or (`skipped`) that the scheduler skipped under overload for this tenant."""
+    """A stage that failed, or (`skipped`) that the scheduler skipped under overload for this tenant.
+    `unloaded`: the service answered that it does not serve the model (policy `failure.model_unloaded`)."""
 
     stage: str
     reason: str
     skipped: bool = False
+    unloaded: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,71 +174,119 @@ def _stronger(a: Action, b: Action) -> Action:
     return a if ACTION_RANK[a] >= ACTION_RANK[b] else b
 
 
+class _EvidenceList:
+    """Evidence in the order it was found; each OCR line cited once per category."""
+
+    def __init__(self, lines: Sequence[OcrLineFinding]) -> None:
+        self.items: list[Evidence] = []
+        self._lines = {(line.part_index, line.line_index): line for line in lines}
+        self._cited: set[tuple[str, int, int]] = set()
+
+    def add_text(self, evidence: TextSpanEvidence) -> None:
+        self.items.append(evidence)
+        key = (evidence.category, evidence.part_index, evidence.ocr_line)
+        line = self._lines.get(key[1:])
+        if line is not None and key not in self._cited:
+            self._cited.add(key)
+            self.items.append(OcrLineEvidence(evidence.category, evidence.part_index, line))
+
+
 def fuse(policy: CompiledPolicy, signals: Signals) -> Verdict:
     """Decide one item (see module docstring). Deterministic for the same inputs."""
     document = policy.document
+    evidence = _EvidenceList(signals.ocr_lines)
+    verdicts = _score_verdicts(document, signals, evidence)
+    _apply_hits(document, signals.texts, verdicts, evidence)
+    _report_images(signals.images, evidence)
+    decision: Action = "allow"
+    for verdict in verdicts.values():
+        decision = _stronger(decision, verdict.action)
+    decision, degradations = _degrade(document, signals.failures, decision)
+    return Verdict(decision, sorted(verdicts.values(), key=lambda v: v.category), evidence.items, degradations)
+
+
+def _score_verdicts(document: PolicyDocument, signals: Signals, evidence: _EvidenceList) -> dict[str, CategoryVerdict]:
+    """Per policy category: the best score over every text and image, its (capped) action, and the
+    evidence of each part whose own score takes an action."""
     verdicts: dict[str, CategoryVerdict] = {}
-    evidence: list[Evidence] = []
-    lines_cited: set[tuple[str, int, int]] = set()
-    lines = {(line.part_index, line.line_index): line for line in signals.ocr_lines}
-
-    def cite_line(category: str, part_index: int, line_index: int) -> None:
-        line = lines.get((part_index, line_index))
-        if line is not None and (category, part_index, line_index) not in lines_cited:
-            lines_cited.add((category, part_index, line_index))
-            evidence.append(OcrLineEvidence(category, part_index, line))
-
     for category, thresholds in document.categories.items():
         text_scores = [(f.scores[category], f) for f in signals.texts if category in f.scores]
         image_scores = [(f.scores[category], f) for f in signals.images if category in f.scores]
         best = max([score for score, _ in text_scores] + [score for score, _ in image_scores], default=0.0)
-        action, rule = thresholds.action_for(best)
+        raw, rule = thresholds.action_for(best)
+        action = thresholds.capped(raw)
+        if action != raw:
+            rule = f"{rule}, max_action {action}"
         verdicts[category] = CategoryVerdict(category, best, _severity_for(action, best), action,
                                              f"categories.{category}.{rule}" if rule else "")
         if action == "allow":
             continue
         for score, finding in text_scores:
             if thresholds.action_for(score)[0] != "allow":
-                evidence.append(TextSpanEvidence(category, finding.part_index, 0, len(finding.text), finding.text,
-                                                 ocr_line=finding.ocr_line, score=score))
-                if finding.ocr_line >= 0:
-                    cite_line(category, finding.part_index, finding.ocr_line)
+                for span in _score_spans(category, score, finding):
+                    evidence.add_text(span)
         for score, image in image_scores:
             if thresholds.action_for(score)[0] != "allow":
-                evidence.append(ImageScoreEvidence(category, image.part_index, image.model, image.scores))
+                evidence.items.append(ImageScoreEvidence(category, image.part_index, image.model, image.scores))
+    return verdicts
 
-    actions = document.blocklist.actions
-    for finding in signals.texts:
+
+def _score_spans(category: str, score: float, finding: TextFinding) -> list[TextSpanEvidence]:
+    """The spans behind `finding`'s score in `category` (the model's, else the whole text)."""
+    spans = [span for span in finding.evidence if span.category == category and 0 <= span.start < span.end <= len(finding.text)]
+    if not spans:
+        return [TextSpanEvidence(category, finding.part_index, 0, len(finding.text), finding.text,
+                                 ocr_line=finding.ocr_line, score=score)]
+    return [TextSpanEvidence(category, finding.part_index, span.start, span.end, finding.text[span.start:span.end],
+                             lexicon=span.source, ocr_line=finding.ocr_line, score=span.score) for span in spans]
+
+
+def _hit_action(document: PolicyDocument, match: BlockMatch) -> Action:
+    """The action one hit takes: its severity's, at most its own `max_action`, at most its category's."""
+    action = document.blocklist.actions.for_level(match.severity)
+    if match.max_action == "review":
+        action = "review" if action == "block" else action
+    return document.categories.get(match.category, NO_THRESHOLDS).capped(action)
+
+
+def _apply_hits(document: PolicyDocument, texts: Sequence[TextFinding], verdicts: dict[str, CategoryVerdict],
+                evidence: _EvidenceList) -> None:
+    """Every blocklist and rule hit raises its category to the hit's action and cites its span."""
+    for finding in texts:
         for match in finding.matches:
-            action = actions.for_level(match.severity)
+            action = _hit_action(document, match)
             severity = SEVERITY_NAMES.get(match.severity, "high")
             previous = verdicts.get(match.category)
             if previous is None or ACTION_RANK[action] > ACTION_RANK[previous.action] or (
                     previous.action == action and previous.score < 1.0):
+                capped = action != document.blocklist.actions.for_level(match.severity)
+                cap = f"/max_action={action}" if capped else ""
                 verdicts[match.category] = CategoryVerdict(match.category, 1.0, severity, action,
-                                                           f"blocklist:{match.lexicon}/severity={severity}")
-            evidence.append(TextSpanEvidence(match.category, finding.part_index, match.start, match.end, match.text,
-                                             matched_term=match.term, lexicon=match.lexicon, ocr_line=finding.ocr_line,
-                                             score=1.0))
-            if finding.ocr_line >= 0:
-                cite_line(match.category, finding.part_index, finding.ocr_line)
+                                                           f"blocklist:{match.lexicon}/severity={severity}{cap}")
+            evidence.add_text(TextSpanEvidence(match.category, finding.part_index, match.start, match.end, match.text,
+                                               matched_term=match.term, lexicon=match.lexicon,
+                                               ocr_line=finding.ocr_line, score=1.0))
 
-    cited_images = {(e.part_index) for e in evidence if isinstance(e, ImageScoreEvidence)}
-    for image in signals.images:
-        if image.part_index not in cited_images:  # image-level scores are always reported
-            evidence.append(ImageScoreEvidence("", image.part_index, image.model, image.scores))
 
-    decision: Action = "allow"
-    for verdict in verdicts.values():
-        decision = _stronger(decision, verdict.action)
+def _report_images(images: Sequence[ImageFinding], evidence: _EvidenceList) -> None:
+    """Image-level scores are always reported, once per image not already cited for a category."""
+    cited = {e.part_index for e in evidence.items if isinstance(e, ImageScoreEvidence)}
+    for image in images:
+        if image.part_index not in cited:
+            evidence.items.append(ImageScoreEvidence("", image.part_index, image.model, image.scores))
 
+
+def _degrade(document: PolicyDocument, failures: Sequence[StageFailure], decision: Action) -> tuple[Action, list[Degradation]]:
+    """A degradation per failed or skipped stage; a failed stage that fails closed raises the decision to REVIEW."""
     degradations = []
-    for failure in signals.failures:
+    for failure in failures:
         if failure.skipped:  # a degradation the tenant opted into: reported, never escalated
             degradations.append(Degradation(failure.stage, failure.reason, "skipped"))
             continue
         mode = getattr(document.failure, FAILURE_MODE_OF_STAGE.get(failure.stage, "text"))
+        if failure.unloaded and document.failure.model_unloaded == "closed":
+            mode = "closed"  # an unloaded model is never a silent fail-open unless the policy says so
         degradations.append(Degradation(failure.stage, failure.reason, f"fail_{mode}"))
         if mode == "closed":
             decision = _stronger(decision, "review")
-    return Verdict(decision, sorted(verdicts.values(), key=lambda v: v.category), evidence, degradations)
+    return decision, degradations

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,8 @@ import grpc
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services import __version__
+from services.common.auth_guard import AuthGuard, AuthMetrics
+from services.common.auth_throttle import AuthThrottle
 from services.common.config import ConfigError
 from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
@@ -28,48 +31,71 @@ from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
 from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
-                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, load_router_config)
+                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, Upstream,
+                                    load_router_config)
+from services.router.demo_keys import check_demo_keys
 from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import apply_nice, check_classes_covered, log_service_name
 from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector, VerdictCacheCollector
 from services.router.pipeline import Pipeline
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.server import SERVICE_NAME, ModerationServicer
+from services.router.upstream_client import UpstreamSecurity
 
 log = logging.getLogger("services.router")
 
 
 class Router:
-    """The router's parts wired together: dispatchers, pipeline, servicer, gRPC server."""
+    """The router's parts wired together: dispatchers, pipeline, servicer, gRPC servers (the public
+    one, and the admin one on `config.admin_listen` when set). `start` / `service.serve_until_signal`."""
 
     #: Each modality's input tensor and the outputs the router reads, from its contract.
     CONTRACTS = {"text": (text_contract.INPUT.name, text_contract.ROUTER_OUTPUTS),
                  "vision": (vision_contract.INPUT.name, vision_contract.ROUTER_OUTPUTS),
                  "ocr": (ocr_contract.INPUT.name, ocr_contract.ROUTER_OUTPUTS)}
 
-    def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
+    def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle, *,
+                 security: UpstreamSecurity = UpstreamSecurity()) -> None:
         self.config = config
         self.lifecycle = lifecycle
         state = lifecycle.runtime.snapshot
         self.registry = new_registry("router", __version__)
         self.metrics = RouterMetrics(self.registry)
-        self.dispatchers = {m: ModalityDispatcher(m, config.upstreams[m], input_name=self.CONTRACTS[m][0],
-                                                  output_names=self.CONTRACTS[m][1],
-                                                  max_message_bytes=config.server.max_message_bytes,
-                                                  qos_classes=state.tenants.qos_classes,
-                                                  on_batch=self.metrics.record_batch)
-                            for m in self.CONTRACTS}
-        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"])
+        # One dispatcher per served model: "text" (text_moderation) and "text_semantic" share the text upstream.
+        upstreams = {**{m: (m, u) for m, u in config.upstreams.items()},
+                     "text_semantic": ("text", semantic_upstream(config.upstreams["text"]))}
+        self.dispatchers = {name: ModalityDispatcher(name, upstream, input_name=self.CONTRACTS[modality][0],
+                                                     output_names=self.CONTRACTS[modality][1],
+                                                     max_message_bytes=config.server.max_message_bytes,
+                                                     qos_classes=state.tenants.qos_classes,
+                                                     on_batch=self.metrics.record_batch, security=security)
+                            for name, (modality, upstream) in upstreams.items()}
+        self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"],
+                                 text_semantic=self.dispatchers["text_semantic"])
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
         self.registry.register(lifecycle.collector())
-        self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics)
+        auth_metrics = AuthMetrics(self.registry)
+        self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics,
+                                           guard=AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="public"))
+        lifecycle.admin.guard = AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="admin")
         if self.servicer.verdicts.cache is not None:
             self.registry.register(VerdictCacheCollector(self.servicer.verdicts.cache))
         self._describe_task: asyncio.Task[None] | None = None
-        self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME, ADMIN_SERVICE_NAME],
-                                   register=self._register,
+        # The public port serves (and its reflection lists) moderation only; PolicyAdmin has its own port.
+        self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME], register=self._register,
                                    on_close=[self._close], metrics_registry=self.registry)
+        self.admin_service = (GrpcService("router-admin", replace(config.server, listen=config.admin_listen, metrics_listen="",
+                                                                   max_concurrent_rpcs=0, max_pending_calls=0),
+                                          service_names=[ADMIN_SERVICE_NAME], register=lifecycle.register_admin)
+                              if config.admin_listen else None)
+
+    async def start(self) -> int:
+        """Start the public server, then the admin one; returns the public port."""
+        port = await self.service.start()
+        if self.admin_service is not None:
+            await self.admin_service.start()
+        return port
 
     def _register(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_ModerationServiceServicer_to_server(self.servicer, server)
@@ -90,11 +116,18 @@ class Router:
             await asyncio.sleep(1.0)
 
     async def _close(self) -> None:
+        if self.admin_service is not None:
+            await self.admin_service.stop()
         if self._describe_task is not None:
             self._describe_task.cancel()
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
         await self.lifecycle.close()
+
+
+def semantic_upstream(text: Upstream) -> Upstream:
+    """The text upstream as the semantic model's dispatcher sees it (same service, its own model)."""
+    return replace(text, model=text.semantic_model or text_contract.SEMANTIC_MODEL_NAME)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -107,7 +140,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="router config YAML (default: config/router.yaml). The flags below override it, and so "
                              "do (below the flags) env AUDITMESH_LISTEN, AUDITMESH_METRICS_LISTEN ('off' for none), "
                              "AUDITMESH_{TEXT,VISION,OCR}_URL, AUDITMESH_TENANTS_FILE, AUDITMESH_POLICIES_DIR, "
-                             "AUDITMESH_POLICY_STORE, AUDITMESH_AUDIT_LOG, AUDITMESH_ADMIN_KEYS_FILE. Tracing: "
+                             "AUDITMESH_POLICY_STORE, AUDITMESH_AUDIT_LOG, AUDITMESH_ADMIN_KEYS_FILE, AUDITMESH_ADMIN_LISTEN, "
+                             "AUDITMESH_TLS_{CERT,KEY,CLIENT_CA}_FILE, AUDITMESH_UPSTREAM_TLS_{CA,CERT,KEY}_FILE, "
+                             "AUDITMESH_INTERNAL_SECRET[_FILE] (never a flag: a command line is visible to every "
+                             "user), AUDITMESH_ALLOW_DEMO_KEYS. Tracing: "
                              "OTEL_TRACES_EXPORTER (otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], "
                              "OTEL_EXPORTER_OTLP_ENDPOINT")
     parser.add_argument("--lane", default=None,
@@ -126,6 +162,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             ("--audit-log", "decision audit log (SQLite)", ENV_AUDIT_LOG, "lifecycle.audit_path"),
             ("--admin-keys-file", "admin keys file", ENV_ADMIN_KEYS_FILE, "lifecycle.admin_keys_file")):
         parser.add_argument(flag, default=None, metavar="PATH", help=f"the {what} (default: env {variable}, else {key})")
+    parser.add_argument("--admin-listen", default=None, metavar="HOST:PORT",
+                        help="where the PolicyAdmin API listens, 'off' for nowhere (default: env AUDITMESH_ADMIN_LISTEN, "
+                             "else admin_listen); never the public port")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     return parser.parse_args(argv)
@@ -139,14 +178,15 @@ def arguments_applied(config: RouterConfig, args: argparse.Namespace) -> RouterC
     lifecycle = replace(lifecycle, store_path=args.policy_store or lifecycle.store_path,
                         audit_path=args.audit_log or lifecycle.audit_path,
                         admin_keys_file=args.admin_keys_file or lifecycle.admin_keys_file)
+    admin_listen = config.admin_listen if args.admin_listen is None else ("" if args.admin_listen == "off" else args.admin_listen)
     return replace(config, server=apply_listen_arguments(config.server, args), upstreams=upstreams,
                    tenants_file=args.tenants_file or config.tenants_file,
-                   policies_dir=args.policies_dir or config.policies_dir, lifecycle=lifecycle)
+                   policies_dir=args.policies_dir or config.policies_dir, lifecycle=lifecycle, admin_listen=admin_listen)
 
 
-async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle) -> None:
-    router = Router(config, lifecycle)
-    await router.service.start()
+async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle, security: UpstreamSecurity) -> None:
+    router = Router(config, lifecycle, security=security)
+    await router.start()
     await router.service.serve_until_signal()
 
 
@@ -166,13 +206,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             others = [lane.name for lane in config.lanes if lane is not config.lane]
             log.info("lane %s: serving QoS classes %s on %s; other lanes (their own processes): %s", config.lane.name,
                      ", ".join(config.lane.classes), config.server.listen, ", ".join(others) or "none")
+        snapshot = lifecycle.runtime.snapshot
+        check_demo_keys([config.server.listen, config.admin_listen],
+                        [*(t.api_key_sha256 for t in snapshot.tenants.tenants.values()),
+                         *(k.key_sha256 for k in lifecycle.auth.keys)],
+                        allow=config.allow_demo_keys, source=str(args.config))
+        security = UpstreamSecurity.load(config.internal.secret_file, config.internal.tls, os.environ, str(args.config))
+        if security.secret is None:
+            log.warning("no internal secret (internal.secret_file / AUDITMESH_INTERNAL_SECRET[_FILE]): the modality "
+                        "services will refuse the router's calls unless they run with auth.required: false")
         apply_nice(config.lane)
         setup_tracing("router")  # before any channel exists: the upstream channels must be instrumented
     except (ConfigError, ValueError) as error:  # ValueError: an OTEL_* variable with a bad value
         print(f"router: {error}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(config, lifecycle))
+        asyncio.run(_serve(config, lifecycle, security))
     finally:
         shutdown_tracing()
     return 0

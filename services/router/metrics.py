@@ -32,14 +32,14 @@ UNKNOWN = "unknown"
 NO_DECISION = "none"
 
 #: First match wins; checked against the upper-cased reason text of a degradation.
-_REASON_KINDS = (("DEADLINE", "deadline"), ("UNAVAILABLE", "unavailable"), ("FAILED TO CONNECT", "unavailable"),
+_REASON_KINDS = (("NOT LOADED", "model_unloaded"), ("UNAUTHENTICATED", "unauthenticated"), ("DEADLINE", "deadline"), ("UNAVAILABLE", "unavailable"), ("FAILED TO CONNECT", "unavailable"),
                  ("RESOURCE_EXHAUSTED", "overloaded"), ("QUEUE FULL", "overloaded"), ("OVERLOAD", "overloaded"),
                  ("MALFORMED", "malformed"), ("INVALID_ARGUMENT", "rejected"))
 
 
 def reason_kind(reason: str) -> str:
-    """A bounded label for a degradation's reason text: deadline, unavailable, overloaded (including
-    stages skipped under overload), malformed, rejected or error."""
+    """A bounded label for a degradation's reason text: model_unloaded, unauthenticated, deadline,
+    unavailable, overloaded (including stages skipped under overload), malformed, rejected or error."""
     upper = reason.upper()
     return next((kind for needle, kind in _REASON_KINDS if needle in upper), "error")
 
@@ -154,7 +154,7 @@ class PolicyVersionsCollector(Collector):
     Example::
 
         registry.register(PolicyVersionsCollector(lambda: runtime.snapshot.policy_versions()))
-        # auditmesh_router_policy_info{policy="default",version="2026-11-29.1"} 1.0
+        # auditmesh_router_policy_info{policy="default",version="2026-12-01.1"} 1.0
     """
 
     def __init__(self, versions: Callable[[], Mapping[str, str]]) -> None:

@@ -2,7 +2,10 @@
 moderation, match tenant blocklists, and fuse everything through the policy.
 
 Text parts, the vision model and OCR run concurrently; OCR lines then go through the text service
-(stage `ocr_text`). A service that fails or is down becomes a `StageFailure` (the policy decides
+(stage `ocr_text`). Texts go to the text model(s) the policy's profile picks (services/router/profiles.py):
+fast -> `text_moderation`; accurate -> `text_semantic`; balanced -> `text_moderation`, then
+`text_semantic` for the texts it escalates (stage `text_semantic` / `ocr_text_semantic`; when that
+second pass fails, those texts keep their first-pass scores and the item is degraded). A service that fails or is down becomes a `StageFailure` (the policy decides
 fail-open or fail-closed); a deadline that expires fails the whole item with DEADLINE_EXCEEDED and
 cancels every stage still queued, so no work is left behind. Under overload, a stage the tenant lets
 the router skip (its `degrade` list) is skipped and reported as a degradation.
@@ -24,10 +27,12 @@ from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
 from services.common.contracts.rows import MalformedRowError
 from services.common.errors import InvalidRequestError
-from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, Row, UpstreamError, models_of
+from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, Row, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
-from services.router.fusion import BlockMatch, ImageFinding, OcrLineFinding, Signals, StageFailure, TextFinding, Verdict
-from services.router.policy import CompiledPolicy
+from services.router.fusion import (RULE_PREFIX, BlockMatch, ImageFinding, OcrLineFinding, ScoreSpan, Signals,
+                                   StageFailure, TextFinding, Verdict)
+from services.router.policy import CompiledPolicy, Profile
+from services.router.profiles import escalated
 from services.router.scheduler import Requester
 from services.router.validation import ImagePart, ValidItem
 
@@ -61,21 +66,32 @@ class _Collected:
     models: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Job:
-    """What every stage of one item needs."""
+    """What every stage of one item needs (one per item; `semantic_skipped` is set once)."""
 
     policy: CompiledPolicy
     deadline: float
     requester: Requester
     collected: _Collected
+    #: The profile the texts of this item get (the policy's, or `fast` without a semantic model).
+    profile: Profile = "balanced"
+    #: Stages the tenant lets the router skip under overload.
+    skippable: Sequence[str] = ()
+    #: Whether `text_semantic` is skipped for this item under overload (decided once, when first needed).
+    semantic_skipped: bool | None = None
 
 
 class Pipeline:
     """Runs items through the modality services. One instance serves all requests."""
 
-    def __init__(self, text: ModalityDispatcher, vision: ModalityDispatcher, ocr: ModalityDispatcher) -> None:
+    def __init__(self, text: ModalityDispatcher, vision: ModalityDispatcher, ocr: ModalityDispatcher, *,
+                 text_semantic: ModalityDispatcher | None = None) -> None:
+        """`text` serves `text_moderation`, `text_semantic` the semantic model (None: every profile gets
+        `text_moderation`, e.g. for a text upstream that serves only it)."""
         self.text, self.vision, self.ocr = text, vision, ocr
+        self.text_semantic = text_semantic
+        #: Model versions each dispatcher's upstream described, by dispatcher name (text, text_semantic, ...).
         self.models: dict[str, list[tuple[str, str]]] = {}
 
     async def run(self, item: ValidItem, policy: CompiledPolicy, deadline: float, requester: Requester,
@@ -85,7 +101,8 @@ class Pipeline:
         Stages in `skippable` are skipped when their upstream is overloaded. With `shadow`, the same
         signals are also judged under that policy (`Outcome.shadow`)."""
         collected = _Collected()
-        job = _Job(policy, deadline, requester, collected)
+        profile: Profile = "fast" if self.text_semantic is None else policy.profile
+        job = _Job(policy, deadline, requester, collected, profile, skippable)
         stages: list[Callable[[], Coroutine[Any, Any, None]]] = []
         if item.texts:
             stages.append(lambda: self._timed("text", collected, self._text_parts(item, job)))
@@ -106,9 +123,26 @@ class Pipeline:
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
         shadow_verdict = evaluate(shadow, signals, collected.matchable) if shadow is not None else None
         self.models.update(collected.models)  # the versions the services named last (a swap shows here)
-        used = [m for stage in ("text", "vision", "ocr") if self.uses(stage, item, policy)
+        used = [m for stage in (*self._text_models(job), "vision", "ocr") if self._used(stage, item, policy)
                 for m in collected.models.get(stage) or self.models.get(stage, [])]
         return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
+
+    def _semantic_for(self, job: _Job) -> ModalityDispatcher | None:
+        """The semantic dispatcher, or None when there is none or it is skipped for this item under
+        overload (the tenant lists `text_semantic` in `degrade`; reported once as a skipped stage)."""
+        semantic = self.text_semantic
+        if semantic is None:
+            return None
+        if job.semantic_skipped is None:
+            job.semantic_skipped = self._skip("text_semantic", semantic, job.requester, job.skippable, job.collected)
+        return None if job.semantic_skipped else semantic
+
+    def _text_models(self, job: _Job) -> tuple[str, ...]:
+        """The text dispatchers whose models answered for this item ("text" = text_moderation)."""
+        answered = job.collected.models
+        if job.profile == "accurate" and not job.semantic_skipped:
+            return ("text_semantic",)
+        return ("text", "text_semantic") if "text_semantic" in answered else ("text",)
 
     @staticmethod
     def _skip(stage: str, dispatcher: ModalityDispatcher, requester: Requester, skippable: Sequence[str],
@@ -119,8 +153,15 @@ class Pipeline:
         return False
 
     def uses(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
-        """Whether `item` under `policy` goes through `stage` (text, vision or ocr)."""
-        if stage == "text":
+        """Whether `item` under `policy` may go through `stage` (text, text_semantic, vision or ocr);
+        text_semantic whenever text is used and the router has it (which texts go there depends on
+        their cheap scores)."""
+        if stage == "text_semantic" and self.text_semantic is None:
+            return False
+        return self._used(stage, item, policy)
+
+    def _used(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
+        if stage in ("text", "text_semantic"):
             return bool(item.texts) or (bool(item.images) and policy.document.ocr.enabled)
         return bool(item.images) and (stage == "vision" or policy.document.ocr.enabled)
 
@@ -138,7 +179,7 @@ class Pipeline:
             await work
             return True
         except UpstreamError as error:
-            collected.failures.append(StageFailure(stage, str(error)))
+            collected.failures.append(StageFailure(stage, str(error), unloaded=isinstance(error, ModelUnloadedError)))
             return False
 
     async def _text_parts(self, item: ValidItem, job: _Job) -> None:
@@ -146,15 +187,29 @@ class Pipeline:
         await self._guarded("text", job.collected, self._score_texts(texts, job))
         job.collected.matchable.extend(texts)
 
-    async def _score_texts(self, texts: list[MatchableText], job: _Job) -> None:
-        rows = await self.text.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
-        collected = job.collected
-        for (part_index, text, line), row in zip(texts, _decoded(rows, text_contract.decode_row)):
-            # Every default-lexicon hit is kept; `evaluate` drops them for a policy that does not use it.
-            matches = [BlockMatch(m.category, m.term, m.severity, m.start, m.end, m.text, DEFAULT_LEXICON)
-                       for m in row.matches]
-            collected.texts.append(TextFinding(part_index, text, row.scores, matches, line))
-        _note_models(collected, "text", rows)
+    async def _score_texts(self, texts: list[MatchableText], job: _Job, stage: str = "text") -> None:
+        """Score `texts` by the job's profile and add their findings. `stage` ("text" or "ocr_text") names
+        the first pass; a failed balanced second pass is the stage `<stage>_semantic`."""
+        first = (self._semantic_for(job) if job.profile == "accurate" else None) or self.text
+        rows = await self._text_rows(first, texts, job)
+        policy = job.policy
+        again = escalated(job.profile, rows, policy.document.balanced, policy.acting_categories)
+        semantic = self._semantic_for(job) if again else None
+        if again and semantic is not None:
+            second_stage = f"{stage}_semantic"
+
+            async def second() -> None:
+                better = await self._text_rows(semantic, [texts[i] for i in again], job)
+                for index, row in zip(again, better):
+                    rows[index] = row
+            await self._timed(second_stage, job.collected, self._guarded(second_stage, job.collected, second()))
+        job.collected.texts.extend(text_finding(text, row) for text, row in zip(texts, rows))
+
+    async def _text_rows(self, dispatcher: ModalityDispatcher, texts: Sequence[MatchableText], job: _Job) -> list[text_contract.TextRow]:
+        """`dispatcher`'s typed rows for `texts` (its models noted under its name)."""
+        rows = await dispatcher.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
+        _note_models(job.collected, dispatcher.modality, rows)
+        return _decoded(rows, text_contract.decode_row)
 
     async def _vision(self, images: list[ImagePart], job: _Job) -> None:
         collected = job.collected
@@ -184,8 +239,21 @@ class Pipeline:
         readable = [(l.part_index, l.text, l.line_index) for l in lines
                     if l.confidence >= policy.document.ocr.min_confidence and l.text.strip()]
         if ok and readable:
-            await self._timed("ocr_text", collected, self._guarded("ocr_text", collected, self._score_texts(readable, job)))
+            await self._timed("ocr_text", collected,
+                              self._guarded("ocr_text", collected, self._score_texts(readable, job, "ocr_text")))
             collected.matchable.extend(readable)
+
+
+def text_finding(text: MatchableText, row: text_contract.TextRow) -> TextFinding:
+    """The finding of one text part or OCR line from its typed row (also used by bench/quality.py)."""
+    part_index, content, line = text
+    # Every default-lexicon hit is kept; `evaluate` drops them for a policy that does not use it. A rule
+    # hit (source `rule:<id>`) is the model's own signal, not the lexicon's: it is kept under its rule.
+    matches = [BlockMatch(m.category, m.term, m.severity, m.start, m.end, m.text,
+                          m.source if m.source.startswith(RULE_PREFIX) else DEFAULT_LEXICON, max_action=m.max_action)
+               for m in row.matches]
+    spans = [ScoreSpan(e.category, e.start, e.end, e.score, e.source) for e in row.evidence]
+    return TextFinding(part_index, content, row.scores, matches, line, evidence=spans)
 
 
 def _note_models(collected: _Collected, stage: str, rows: Sequence[dict[str, Any]]) -> None:

@@ -7,30 +7,43 @@ request path only reads an immutable `CompiledPolicy`.
 Example (`config/policies/default.yaml`)::
 
     name: default
-    version: "2026-11-29.1"
+    version: "2026-12-01.1"
+    profile: balanced                 # fast | balanced | accurate (services/router/profiles.py)
+    balanced: {low: 0.2, high: 0.8, escalate_targeted: true}
     categories:
+      harassment: {review: 0.5, block: 0.85}
       hate: {review: 0.5, block: 0.85}
+      profanity: {review: 0.6, max_action: review}   # swearing alone is at most reviewed
     blocklist:
       actions: {low: review, medium: block, high: block}
       custom:
         brand_safety: {severity: high, terms: ["competitor-x"]}
-    failure: {text: closed, vision: open, ocr: open}
+    failure: {text: closed, vision: open, ocr: open, model_unloaded: closed}
     audit: {include_content: false}   # the audit log keeps no raw text unless this is true
+
+Old (taxonomy 1) files keep loading: `services.router.policy_migration` (docs/taxonomy.md, "Migration").
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+import logging
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Mapping
 
-from services.common.config import ConfigError, load_dataclass, read_yaml
+from services.common.config import ConfigError, FieldError, load_dataclass, read_yaml
 from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX
 from services.common.text_match.lexicon import Lexicon, LexiconEntry
+from services.router.policy_migration import migrate_categories
+
+log = logging.getLogger("services.router.policy")
 
 Action = Literal["allow", "review", "block"]
+#: Which text model(s) a policy's texts go through (services/router/profiles.py).
+Profile = Literal["fast", "balanced", "accurate"]
+PROFILES: tuple[Profile, ...] = ("fast", "balanced", "accurate")
 FailureMode = Literal["open", "closed"]
 SeverityName = Literal["low", "medium", "high"]
 ACTION_RANK: dict[str, int] = {"allow": 0, "review": 1, "block": 2}
@@ -41,10 +54,15 @@ SEVERITY_NAMES: dict[int, str] = {level: name for name, level in SEVERITY_LEVELS
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Scores at or above `review` / `block` get that action. Omit one to never take that action."""
+    """Scores at or above `review` / `block` get that action. Omit one to never take that action.
+
+    `max_action` caps what this category may do from any signal (score or blocklist hit): e.g.
+    `profanity: {review: 0.6, max_action: review}` reviews swearing but never blocks it.
+    """
 
     review: float | None = None
     block: float | None = None
+    max_action: Action = "block"
 
     def __post_init__(self) -> None:
         for name in ("review", "block"):
@@ -53,6 +71,14 @@ class Thresholds:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")
         if self.review is not None and self.block is not None and self.review > self.block:
             raise ValueError(f"review ({self.review}) must not be above block ({self.block})")
+        if self.block is not None and self.max_action != "block":
+            raise ValueError(f"block ({self.block}) is set but max_action is {self.max_action!r}: "
+                             f"remove block or raise max_action")
+
+    @property
+    def acts(self) -> bool:
+        """True when some score can change the decision (a review or block threshold is set)."""
+        return self.review is not None or self.block is not None
 
     def action_for(self, score: float) -> tuple[Action, str]:
         """(action, the comparison that decided it) for `score`."""
@@ -61,6 +87,34 @@ class Thresholds:
         if self.review is not None and score >= self.review:
             return "review", f"review >= {self.review:g}"
         return "allow", ""
+
+    def capped(self, action: Action) -> Action:
+        """`action`, lowered to `max_action`."""
+        return action if ACTION_RANK[action] <= ACTION_RANK[self.max_action] else self.max_action
+
+
+@dataclass(frozen=True)
+class BalancedRouting:
+    """Profile `balanced`: which texts the fast model's answer is not enough for.
+
+    A text goes on to `text_semantic` when its fast score in a category the policy acts on lies in
+    `[low, high)` (uncertain), or, with `escalate_targeted`, when it addresses a person or names a
+    protected group (TARGET 1) and its highest acting score is at least `target_floor` (0 = every
+    targeted text; raise it to spend the semantic model only on targeted texts with some signal).
+    """
+
+    low: float = 0.2
+    high: float = 0.8
+    escalate_targeted: bool = True
+    target_floor: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("low", "high", "target_floor"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {value}")
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must not be above high ({self.high})")
 
 
 @dataclass(frozen=True)
@@ -107,11 +161,17 @@ class BlocklistRules:
 
 @dataclass(frozen=True)
 class FailureModes:
-    """Per stage: `open` answers without it (degraded), `closed` answers REVIEW (degraded)."""
+    """Per stage: `open` answers without it (degraded), `closed` answers REVIEW (degraded).
+
+    `model_unloaded`: a stage whose service answers but does not serve the model (it was unloaded
+    through RepositoryModelUnload, or never loaded). `closed` (default): REVIEW, whatever the stage's
+    mode; `stage`: the stage's own mode. Either way the degradation's reason says "not loaded", and the
+    router's `auditmesh_degraded_total` counts it under reason `model_unloaded`."""
 
     text: FailureMode = "closed"
     vision: FailureMode = "open"
     ocr: FailureMode = "open"
+    model_unloaded: Literal["closed", "stage"] = "closed"
 
 
 @dataclass(frozen=True)
@@ -139,6 +199,8 @@ class PolicyDocument:
     name: str
     version: str
     description: str = ""
+    profile: Profile = "balanced"
+    balanced: BalancedRouting = field(default_factory=BalancedRouting)
     categories: Mapping[str, Thresholds] = field(default_factory=dict)
     blocklist: BlocklistRules = field(default_factory=BlocklistRules)
     failure: FailureModes = field(default_factory=FailureModes)
@@ -152,16 +214,20 @@ class PolicyDocument:
             raise ValueError("version must not be empty")
         unknown = [c for c in self.categories if c not in CATEGORIES]
         if unknown:
-            raise ValueError(f"categories.{unknown[0]} is not a taxonomy category; expected one of {sorted(CATEGORIES)}")
+            raise FieldError(f"categories.{unknown[0]}", f"not a taxonomy category; expected one of {sorted(CATEGORIES)} "
+                                                         f"(docs/taxonomy.md)")
 
 
 @dataclass(frozen=True)
 class CompiledPolicy:
     """A validated policy plus what the request path needs prebuilt. Immutable; swap whole objects."""
 
+    #: The document the request path reads: as written, after the taxonomy-1 migration.
     document: PolicyDocument
     custom_lexicon: Lexicon | None
     content_hash: str
+    #: The document exactly as written and validated (versions, diffs and hashes use this); None = `document`.
+    written: PolicyDocument | None = None
 
     @property
     def name(self) -> str:
@@ -171,15 +237,31 @@ class CompiledPolicy:
     def version(self) -> str:
         return self.document.version
 
+    @property
+    def profile(self) -> Profile:
+        return self.document.profile
+
+    @property
+    def acting_categories(self) -> frozenset[str]:
+        """Categories whose score can change this policy's decision (balanced's band looks only at these)."""
+        return frozenset(name for name, thresholds in self.document.categories.items() if thresholds.acts)
+
 
 def compile_policy(document: PolicyDocument) -> CompiledPolicy:
-    """Build the custom blocklist automaton and the content hash (off the request path)."""
+    """Migrate a taxonomy-1 document (logged), build the custom blocklist automaton and the content hash
+    (off the request path)."""
+    written = document
+    categories, notes = migrate_categories(document.categories)
+    for note in notes:
+        log.info("policy %s@%s: %s", document.name, document.version, note)
+    if notes:
+        document = replace(document, categories=categories)
     entries = [LexiconEntry(term=term, category=f"{CUSTOM_PREFIX}{name}", severity=SEVERITY_LEVELS[rules.severity],
                             source=f"policy:{document.name}@{document.version}")
                for name, rules in sorted(document.blocklist.custom.items()) for term in rules.terms]
     lexicon = Lexicon.build(entries) if entries else None
-    digest = hashlib.sha256(json.dumps(asdict(document), sort_keys=True, default=str).encode()).hexdigest()
-    return CompiledPolicy(document, lexicon, digest)
+    digest = hashlib.sha256(json.dumps(asdict(written), sort_keys=True, default=str).encode()).hexdigest()
+    return CompiledPolicy(document, lexicon, digest, written)
 
 
 def load_policy_file(path: Path) -> CompiledPolicy:

@@ -6,7 +6,9 @@ audit log, canary bookkeeping and the PolicyAdmin service. `server.py` calls fou
     with lifecycle.observing(selection, item_id): outcome = await pipeline.run(...)
     lifecycle.record(selection, request_id, item, outcome)     # audit record + canary counters
 
-and registers `lifecycle.register(server)` / `await lifecycle.close()`.
+and calls `lifecycle.register(server)` (the background tasks, with the public server),
+`lifecycle.register_admin(admin_server)` (the PolicyAdmin service, on its own port) and
+`await lifecycle.close()`.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class PolicyLifecycle:
         auth.check_disjoint((t.api_key_sha256 for t in snapshot.tenants.tenants.values()), "lifecycle.admin_keys")
         if not len(auth):
             log.warning("no admin keys configured (lifecycle.admin_keys): the PolicyAdmin API refuses every call")
-        audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0)
+        audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0,
+                           compression=settings.audit_compression)
         return cls(config, control, audit, auth)
 
     @property
@@ -117,10 +120,13 @@ class PolicyLifecycle:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def register(self, server: grpc.aio.Server) -> None:
-        """Add the PolicyAdmin service and start the watcher and the audit flusher."""
-        apb_grpc.add_PolicyAdminServicer_to_server(self.admin, server)
+        """Start the watcher and the audit flusher (with the server that serves moderation)."""
         self._spawn(self.watcher.run(self._watch_interval_s))
         self._spawn(self._flush_audit())
+
+    def register_admin(self, server: grpc.aio.Server) -> None:
+        """Add the PolicyAdmin service to `server` (the admin port's: never the public one)."""
+        apb_grpc.add_PolicyAdminServicer_to_server(self.admin, server)
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(work)

@@ -102,7 +102,7 @@ class FairScheduler(Generic[R]):
         self._clock = clock
         self._on_batch = on_batch
         self._queue = FairQueue(starvation_limit_s=config.starvation_limit_ms / 1000.0)
-        self.cost = BatchCost()
+        self.cost = BatchCost(clock=clock)
         self.shed_count = 0
         self._loop: BatchLoop[Job, R] = BatchLoop(
             run_batch, _DeadlineCutQueue(self._queue, self.cost), max_batch_size=config.max_batch_size,
@@ -124,14 +124,28 @@ class FairScheduler(Generic[R]):
         await self._loop.close()
 
     def expected_wait_s(self, requester: Requester, items: int = 1) -> float:
-        """Predicted time until `items` new items of `requester` would be answered (0 without a cost fit)."""
+        """Predicted time until `items` new items of `requester` would be answered (0 without a cost fit).
+
+        The batches ahead (those queued before these items, these items' own, and the ones running)
+        are served `max_concurrency` at a time, each taking what the fit predicts (the fit learns from
+        round trips, so a batch that waited in the service is already counted as longer)."""
         estimate = self.cost.estimate()
         if estimate is None:
             return 0.0
         ahead = self._queue.jobs_ahead(requester.tenant, requester.priority) + items
         size = min(self.config.max_batch_size, ahead)
-        batches = math.ceil(ahead / size) + (1 if self._loop.running else 0)
-        return batches * estimate.predict(size)
+        batches = math.ceil(ahead / size) + self._loop.running
+        return math.ceil(batches / self.config.max_concurrency) * estimate.predict(size)
+
+    def _must_shed(self, requester: Requester, items: int, left_s: float) -> float | None:
+        """The expected wait when it is longer than `left_s` and there is work ahead to wait for; None
+        otherwise. With nothing queued ahead and a batch slot free the items are sent at once: no
+        estimate, however pessimistic, may refuse work the upstream is idle for."""
+        if self._queue.jobs_ahead(requester.tenant, requester.priority) == 0 \
+                and self._loop.running < self.config.max_concurrency:
+            return None
+        expected = self.expected_wait_s(requester, items)
+        return expected if expected > left_s else None
 
     def overloaded(self, requester: Requester) -> bool:
         """True when the configured overload wait is set and this requester's expected wait exceeds it."""
@@ -143,8 +157,8 @@ class FairScheduler(Generic[R]):
         self._loop.check_intake(len(payloads))
         now = self._clock()
         if self.config.shed_early:
-            expected = self.expected_wait_s(requester, len(payloads))
-            if now + expected > deadline:
+            expected = self._must_shed(requester, len(payloads), deadline - now)
+            if expected is not None:
                 self.shed_count += len(payloads)
                 raise DeadlineExceededError(f"shed early: the expected wait of {expected * 1000:.0f} ms is longer than "
                                             f"the {max(deadline - now, 0) * 1000:.0f} ms left before the deadline")

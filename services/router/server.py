@@ -21,6 +21,8 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services import __version__
+from services.common.auth_guard import AuthGuard
+from services.common.auth_throttle import AuthThrottle
 from services.common.errors import LimitExceededError
 from services.common.logs import request_scope
 from services.common.metrics import new_registry
@@ -66,7 +68,7 @@ class Caller:
 
 class ModerationServicer(pb_grpc.ModerationServiceServicer):
     def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle, pipeline: Pipeline,
-                 metrics: RouterMetrics | None = None) -> None:
+                 metrics: RouterMetrics | None = None, *, guard: AuthGuard | None = None) -> None:
         self.config = config
         self.lifecycle = lifecycle
         self.pipeline = pipeline
@@ -74,12 +76,16 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         self.admission = Admission()
         self.lane_gate = LaneGate(config.lane, config.lanes)
         self.metrics = metrics if metrics is not None else RouterMetrics(new_registry("router", __version__))
+        #: Failed-auth throttle (services/common/auth_guard.py); main.py gives it one counted in metrics.
+        self.guard = guard or AuthGuard(AuthThrottle(config.auth_throttle), surface="public")
 
     def _authenticate(self, context: grpc.aio.ServicerContext) -> Caller:
-        """The calling tenant (UnauthenticatedError), if this process's lane serves its class
+        """The calling tenant (UnauthenticatedError; AuthThrottledError after too many failures from
+        the peer), if this process's lane serves its class
         (PermissionDeniedError naming the right lane otherwise), with the snapshot it was found in."""
         snapshot = self.lifecycle.runtime.snapshot
-        tenant = snapshot.tenants.authenticate(api_key_from(context.invocation_metadata()))
+        key = api_key_from(context.invocation_metadata())
+        tenant = self.guard.check(context.peer(), lambda: snapshot.tenants.authenticate(key))
         self.lane_gate.check(tenant.id, tenant.qos_class)
         return Caller(tenant, snapshot)
 

@@ -47,7 +47,8 @@ class TenantDeadlines:
 
 
 #: Stages a tenant may allow the router to skip under overload (its degradation ladder, in order).
-SKIPPABLE_STAGES = ("ocr", "vision")
+#: `text_semantic`: under overload, balanced asks no second opinion and accurate uses the fast model.
+SKIPPABLE_STAGES = ("ocr", "vision", "text_semantic")
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,25 @@
-"""The text moderation served model: normalisation, blocklist matching and two ONNX classifiers.
+"""The fast text model `text_moderation` (profile fast): lexicon + context rules + linear heads.
 
-KServe v2 tensors: declared once in `services.common.contracts.text` (the router reads the same module).
+KServe v2 tensors: contract v2, declared once in `services.common.contracts.text`.
 
-Each text is normalised once; the lexicon and both classifiers see the normalised text (each model's
-config records `preprocessing`, see build_models.py for the measurement behind it). One
-`session.run` per classifier per batch.
+Per batch: each text is normalised (`services.common.text_match.normalize`) and unspaced runs are
+split (`services.text.segment`); the lexicon matches the result and the context rules decide which
+hits count and add rule hits (`services.text.context`); the two legacy classifiers (`toxicity_en`,
+`spam_en`) and the URL/keyword signals become features (`services.text.features`); the TF-IDF
+vectoriser and the calibrated heads (`text_heads_fast`) give the seven category scores. Every ONNX
+session runs once per batch.
 
 Example::
 
     model = TextModerationModel(Path("model_repository"), SessionOptions(intra_op_threads=1))
-    out = model.infer({"TEXT": np.array([["傻　.　逼".encode()]], dtype=object)})
-    json.loads(out["MATCHES"][0, 0])  # [{"category": "profanity", "term": "傻逼", "start": 0, "end": 5, ...}]
+    out = model.infer({"TEXT": np.array([["youareanidiot".encode()]], dtype=object)})
+    float(out["HARASSMENT"][0, 0]) > 0.5, json.loads(out["MATCHES"][0, 0])[0]["source"]  # (True, "rule:insult_you")
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -23,44 +27,74 @@ import numpy as np
 
 from services.common.contracts import text as contract
 from services.common.contracts.tensors import TensorSpec
-from services.common.serving.model_api import ModelFile
 from services.common.errors import InvalidInputError
-from services.common.serving.model_repository import find_model
+from services.common.serving.model_api import ModelFile
+from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
-from services.text.classifier import TextClassifier
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
-from services.common.text_match.normalize import NormalizedText, normalize
+from services.text.classifier import TextClassifier
+from services.text.context import ContextEngine, sentence_spans
+from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
+from services.text.evidence import EVIDENCE_MIN, category_evidence
+from services.text.features import Analysis, CheapAnalyzer
+from services.text.heads import Heads, TfidfVectorizerModel
+from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 
-__all__ = ["TextModerationModel", "decode_texts"]
+__all__ = ["FAST_HEADS", "SPAM_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores", "TextModerationModel",
+           "decode_texts", "encode_outputs"]
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
-_WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now", "你个傻　.　逼")
+TFIDF_MODEL = "tfidf_en"
+FAST_HEADS = "text_heads_fast"
+_WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
+                 "youareanidiot")
+
+
+@dataclass(frozen=True)
+class FastScores:
+    """The fast path's answer for a batch: the analyses, TF-IDF rows and calibrated scores [N, 7]."""
+
+    analyses: list[Analysis]
+    tfidf: np.ndarray
+    scores: np.ndarray
 
 
 class TextModerationModel:
-    """Implements `services.common.serving.model_api.ServedModel` for text (see the module docstring)."""
+    """Implements `services.common.serving.model_api.ServedModel` (see the module docstring)."""
 
     name = contract.MODEL_NAME
-    version = "1"
+    version = "2"
     platform = "auditmesh_text_pipeline"
     max_batch_size = 64
     inputs: Sequence[TensorSpec] = (contract.INPUT,)
     outputs: Sequence[TensorSpec] = contract.OUTPUTS
 
     def __init__(self, repository_root: Path, session_options: SessionOptions, lexicon: Lexicon | None = None) -> None:
-        """Open both classifiers from `repository_root`; `lexicon=None` loads the shipped default.
+        """Open the classifiers, vectoriser and heads; `lexicon=None` loads the shipped default.
 
         Raises `services.common.serving.model_repository.ModelNotFoundError` if a model is missing.
         """
-        self._toxicity = TextClassifier(find_model(TOXICITY_MODEL, root=Path(repository_root)), session_options)
-        self._spam = TextClassifier(find_model(SPAM_MODEL, root=Path(repository_root)), session_options)
+        root = Path(repository_root)
+        self._toxicity = TextClassifier(find_model(TOXICITY_MODEL, root=root), session_options)
+        self._spam = TextClassifier(find_model(SPAM_MODEL, root=root), session_options)
+        self._tfidf = TfidfVectorizerModel(find_model(TFIDF_MODEL, root=root), session_options)
+        self._heads = Heads(find_model(FAST_HEADS, root=root), session_options)
         self._lexicon_path = DEFAULT_LEXICON_PATH if lexicon is None else None
         self._lexicon = Lexicon.load(DEFAULT_LEXICON_PATH) if lexicon is None else lexicon
+        self._rules = load_context_rules()
+        self.analyzer = CheapAnalyzer(self._lexicon, ContextEngine(self._rules), SpamSignals.load(), self._legacy)
+        if self._heads.n_features != self._tfidf_width + len(self.analyzer.names):
+            raise ValueError(f"{FAST_HEADS}: expects {self._heads.n_features} features, the analyzer gives "
+                             f"{self._tfidf_width} TF-IDF + {len(self.analyzer.names)} structured; run `make models`")
+
+    @property
+    def _tfidf_width(self) -> int:
+        return len(self._tfidf.vocabulary)
 
     @property
     def classifiers(self) -> Mapping[str, TextClassifier]:
-        """The ONNX classifiers by output category ("toxicity", "spam"), e.g. for benchmarks."""
+        """The legacy ONNX classifiers by name ("toxicity", "spam"), e.g. for benchmarks."""
         return {"toxicity": self._toxicity, "spam": self._spam}
 
     @property
@@ -68,39 +102,94 @@ class TextModerationModel:
         """The blocklist in use (immutable; a hot reload would build a new model or swap this)."""
         return self._lexicon
 
+    def score(self, texts: Sequence[str]) -> FastScores:
+        """The fast path for decoded texts (used by `infer` and by the semantic model)."""
+        analyses = self.analyzer.analyse(texts)
+        tfidf = self._tfidf.transform([a.segmented.text for a in analyses])
+        structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
+                                                                                          np.float32)
+        scores = self._heads.predict(np.hstack([tfidf, structured]).astype(np.float32))
+        return FastScores(analyses, tfidf, scores)
+
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""
-        texts = decode_texts(inputs, max_batch_size=self.max_batch_size)
-        normalized = [normalize(text) for text in texts]
-        matches = np.empty((len(texts), 1), dtype=object)
-        for index, item in enumerate(normalized):
-            hits = [m.to_json() for m in self._lexicon.find(item)]
-            matches[index, 0] = contract.encode_matches(hits)
-        return {
-            "TOXICITY": self._score(self._toxicity, texts, normalized),
-            "SPAM": self._score(self._spam, texts, normalized),
-            "MATCHES": matches,
-        }
+        result = self.score(decode_texts(inputs, max_batch_size=self.max_batch_size))
+        fallbacks = self._sentence_fallbacks(result)
+        return encode_outputs(result.analyses, result.scores, fallbacks)
+
+    def _sentence_fallbacks(self, result: FastScores) -> list[dict[int, tuple[int, int, str]]]:
+        """Per text and category: the sentence with the highest head score, for flagged texts with no hit."""
+        out: list[dict[int, tuple[int, int, str]]] = [{} for _ in result.analyses]
+        jobs: list[tuple[int, tuple[int, int]]] = []
+        for index, analysis in enumerate(result.analyses):
+            if not (result.scores[index] >= EVIDENCE_MIN).any():
+                continue
+            sentences = [s for s in sentence_spans(analysis.segmented.text) if s[1] > s[0]]
+            jobs.extend((index, s) for s in (sentences if len(sentences) > 1 else []))
+        if not jobs:
+            return out
+        texts = [result.analyses[i].segmented.text[a:b] for i, (a, b) in jobs]
+        features = np.stack([result.analyses[i].features for i, _ in jobs])
+        scores = self._heads.predict(np.hstack([self._tfidf.transform(texts), features]).astype(np.float32))
+        best: dict[tuple[int, int], tuple[float, tuple[int, int]]] = {}
+        for row, (index, span) in enumerate(jobs):
+            for column in range(scores.shape[1]):
+                if float(scores[row, column]) > best.get((index, column), (-1.0, span))[0]:
+                    best[(index, column)] = (float(scores[row, column]), span)
+        for (index, column), (_, (a, b)) in best.items():
+            start, end = result.analyses[index].segmented.original_span(a, b)
+            out[index][column] = (start, end, "head:sentence")
+        return out
 
     def warmup(self) -> None:
-        """Run a small mixed batch so sessions, the t2s table and caches are ready."""
+        """Run a small mixed batch so sessions, the t2s table, wordninja and caches are ready."""
         self.infer({"TEXT": np.array([[t.encode("utf-8")] for t in _WARMUP_TEXTS], dtype=object)})
 
     def model_files(self) -> Sequence[ModelFile]:
-        """Both ONNX models plus a pseudo entry `lexicon` whose version is the lexicon content hash."""
-        files = [ModelFile(c.entry.name, c.entry.version, str(c.entry.path), c.entry.sha256, c.entry.source,
-                           c.entry.license) for c in (self._toxicity, self._spam)]
-        lexicon_sha = hashlib.sha256(self._lexicon_path.read_bytes()).hexdigest() if self._lexicon_path else ""
-        files.append(ModelFile("lexicon", self._lexicon.version,
-                               str(self._lexicon_path) if self._lexicon_path else "<in memory>", lexicon_sha,
-                               "services/common/text_match/data/default_lexicon.json" if self._lexicon_path else "caller-supplied",
-                               "see services/text/data/README.md" if self._lexicon_path else ""))
-        return files
+        """The ONNX files plus pseudo entries for the lexicon and the context-rule and spam-signal data."""
+        files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._heads.entry)]
+        return files + data_files(self._lexicon, self._lexicon_path)
 
-    @staticmethod
-    def _score(classifier: TextClassifier, texts: Sequence[str], normalized: Sequence[NormalizedText]) -> np.ndarray:
-        batch = [n.text for n in normalized] if classifier.preprocessing == "normalize" else list(texts)
-        return classifier.predict(batch).reshape(-1, 1)
+    def _legacy(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self._toxicity.predict(texts), self._spam.predict(texts)
+
+
+def _model_file(entry: RepositoryEntry) -> ModelFile:
+    return ModelFile(entry.name, entry.version, str(entry.path), entry.sha256, entry.source, entry.license)
+
+
+def data_files(lexicon: Lexicon, lexicon_path: Path | None) -> list[ModelFile]:
+    """Pseudo model entries whose versions are content hashes of the data the text models read."""
+    lexicon_sha = hashlib.sha256(lexicon_path.read_bytes()).hexdigest() if lexicon_path else ""
+    files = [ModelFile("lexicon", lexicon.version, str(lexicon_path) if lexicon_path else "<in memory>", lexicon_sha,
+                       "services/common/text_match/data/default_lexicon.json" if lexicon_path else "caller-supplied",
+                       "see services/text/data/README.md" if lexicon_path else "")]
+    for name, path in (("context_rules", DEFAULT_RULES_PATH), ("spam_signals", DEFAULT_SIGNALS_PATH)):
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        files.append(ModelFile(name, sha[:16], str(path), sha, f"services/text/data/{path.name}", "Apache-2.0"))
+    return files
+
+
+def encode_outputs(analyses: Sequence[Analysis], scores: np.ndarray,
+                   fallbacks: Sequence[Mapping[int, tuple[int, int, str]]]) -> dict[str, np.ndarray]:
+    """Contract v2 output tensors for a batch (scores [N, 7] in CATEGORIES order)."""
+    count = len(analyses)
+    out: dict[str, np.ndarray] = {name: scores[:, column:column + 1].astype(np.float32).reshape(count, 1)
+                                  for column, name in enumerate(contract.SCORE_OUTPUTS)}
+    matches = np.empty((count, 1), dtype=object)
+    evidence = np.empty((count, 1), dtype=object)
+    target = np.zeros((count, 1), dtype=np.float32)
+    for index, analysis in enumerate(analyses):
+        matches[index, 0] = contract.encode_matches([h.to_json() for h in analysis.hits])
+        spans = [span for column, category in enumerate(contract.CATEGORIES)
+                 for span in category_evidence(category, float(scores[index, column]), analysis.hits,
+                                               fallbacks[index].get(column), len(analysis.normalized.original))]
+        evidence[index, 0] = contract.encode_evidence(spans)
+        target[index, 0] = 1.0 if analysis.flags.target else 0.0
+    out[contract.MATCHES] = matches
+    out[contract.EVIDENCE] = evidence
+    out[contract.TARGET] = target
+    return out
 
 
 def decode_texts(inputs: Mapping[str, np.ndarray], *, max_batch_size: int) -> list[str]:

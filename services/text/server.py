@@ -1,4 +1,4 @@
-"""The text service: KServe v2 model `text_moderation` (normalisation, blocklist, toxicity and spam).
+"""The text service: KServe v2 models `text_moderation` (profile fast) and `text_semantic` (profile accurate).
 
 Run: `python -m services.text.server --config config/text.yaml` (see `--help`).
 """
@@ -12,19 +12,22 @@ from services.common.serving.model_api import ServedModel
 from services.common.serving.modality_config import ModalityServiceConfig
 
 
-def build_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
-    """The models this service serves, loaded from the configured repository."""
+def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
+    """The models this service serves, loaded from the configured repository (both share one fast path)."""
     from services.text.model import TextModerationModel
+    from services.text.semantic import TextSemanticModel
 
-    return [TextModerationModel(Path(config.model_repository), config.onnxruntime.session_options())]
+    root, options = Path(config.model_repository), config.onnxruntime.session_options()
+    fast = TextModerationModel(root, options)
+    return [fast, TextSemanticModel(root, options, fast=fast)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Imported here, not at the top: `build_models` is also used without the gRPC server stack (a Triton
+    # Imported here, not at the top: `served_models` is also used without the gRPC server stack (a Triton
     # Inference Server hosting the same models, services/common/serving/pytriton_host.py).
     from services.common.serving.modality_main import run_modality
 
-    return run_modality("text", build_models, argv)
+    return run_modality("text", served_models, argv)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,8 @@ class ImageSafetyModel:
     version: str = "1"
     platform: str = "auditmesh_vision_pipeline"
     max_batch_size: int = 16
+    #: Images `warmup` runs: a batch of 1, then a full batch (kserve_servicer.measure_warm).
+    warmup_items: int = 1 + max_batch_size
     inputs: Sequence[TensorSpec] = (contract.INPUT,)
     outputs: Sequence[TensorSpec] = contract.OUTPUTS
 

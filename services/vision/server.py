@@ -13,7 +13,7 @@ from services.common.serving.model_api import ServedModel
 from services.common.serving.modality_config import ModalityServiceConfig
 
 
-def build_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
+def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
     """The models this service serves, loaded from the configured repository."""
     from services.vision.model import ImageSafetyModel
 
@@ -21,7 +21,7 @@ def build_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_modality("vision", build_models, argv)
+    return run_modality("vision", served_models, argv)
 
 
 if __name__ == "__main__":

@@ -32,3 +32,14 @@ def test_bench_tenants_load_with_their_classes(tmp_path: Path) -> None:
 
 def test_free_base_port_leaves_room_for_four_services() -> None:
     assert 0 < free_base_port() < 65535 - 4
+
+
+def test_profile_policies_load_with_the_profile_and_a_distinct_version(tmp_path: Path) -> None:
+    from bench.meshes import profile_policies_dir
+
+    shipped = load_policy_dir(ROOT / "config" / "policies")
+    policies = load_policy_dir(profile_policies_dir(tmp_path, "fast"))
+    assert set(policies) == set(shipped)
+    for name, policy in policies.items():
+        assert policy.profile == "fast" and policy.version == f"{shipped[name].version}+fast"
+        assert policy.document.categories == shipped[name].document.categories

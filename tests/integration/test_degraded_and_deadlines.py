@@ -16,7 +16,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services.launcher import Mesh, free_base_port
 from tests.fixtures.render import render_photo_like, render_text_image
-from tests.stubs import KEY_A, KEY_B, moderate
+from tests.stubs import KEY_A, KEY_B, MeshTritonClient, moderate
 
 
 def dead_address() -> str:
@@ -74,7 +74,7 @@ def test_text_service_down_fails_closed_to_review(mesh: Mesh, tenants_file: Path
 
 
 def ocr_inference_count(mesh: Mesh) -> int:
-    client = triton.InferenceServerClient(mesh.address("ocr"))
+    client = MeshTritonClient(triton.InferenceServerClient(mesh.address("ocr")), mesh.internal_metadata())
     stats = client.get_inference_statistics("ocr", as_json=True)
     client.close()
     return int(stats["model_stats"][0].get("inference_count", 0))
@@ -102,7 +102,7 @@ def test_graceful_shutdown_finishes_in_flight_requests(mesh: Mesh, tenants_file:
     try:
         side.start_service("text")
         side.wait_serving("text")
-        client = triton.InferenceServerClient(side.address("text"))
+        client = MeshTritonClient(triton.InferenceServerClient(side.address("text")), side.internal_metadata())
         long_texts = np.array([[(f"message {j} " + "please review this long comment " * 150).encode()] for j in range(64)],
                               dtype=object)
 

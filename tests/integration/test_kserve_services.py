@@ -14,10 +14,11 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from services.launcher import Mesh
 from tests.fixtures.render import render_text_image
+from tests.stubs import MeshTritonClient
 
 
 def test_text_service_metadata_and_infer(mesh: Mesh) -> None:
-    client = triton.InferenceServerClient(mesh.address("text"))
+    client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
     assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("text_moderation")
     metadata = client.get_model_metadata("text_moderation", as_json=True)
     assert [i["name"] for i in metadata["inputs"]] == ["TEXT"]
@@ -37,7 +38,7 @@ def test_text_service_metadata_and_infer(mesh: Mesh) -> None:
 
 
 def test_ocr_service_infer_and_bad_request_status(mesh: Mesh) -> None:
-    client = triton.InferenceServerClient(mesh.address("ocr"))
+    client = MeshTritonClient(triton.InferenceServerClient(mesh.address("ocr")), mesh.internal_metadata())
     config = client.get_model_config("ocr", as_json=True)["config"]
     assert config["max_batch_size"] >= 1
     tensor = triton.InferInput("IMAGE", [2, 1], "BYTES")
@@ -63,6 +64,7 @@ def test_health_and_reflection(mesh: Mesh, service: str, expected: str) -> None:
         status = health.Check(health_pb2.HealthCheckRequest(service=expected), timeout=5).status
         assert status == health_pb2.HealthCheckResponse.SERVING
         reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
-        answers = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+        answers = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5,
+                                                  metadata=mesh.internal_metadata())  # modality ports: the mesh secret
         names = {s.name for answer in answers for s in answer.list_services_response.service}
         assert {expected, "grpc.health.v1.Health"} <= names

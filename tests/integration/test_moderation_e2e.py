@@ -19,20 +19,20 @@ def test_clean_text_is_allowed(stub: pb_grpc.ModerationServiceStub) -> None:
     response = moderate(stub, "Thanks for the lovely dinner last night, see you on Friday!")
     assert response.decision == pb.ALLOW, response
     assert not response.degraded
-    assert response.policy_name == "default" and response.policy_version == "2026-11-29.1"
-    assert {m.name for m in response.models} >= {"text_moderation", "toxicity_en", "spam_en"}
+    assert response.policy_name == "default" and response.policy_version == "2026-12-01.1"
+    assert "text_moderation" in {m.name for m in response.models}
     assert {t.stage for t in response.timings} >= {"text", "fusion", "total"}
-    assert category(response, "hate").score < 0.5
+    assert category(response, "harassment").score < 0.5 and category(response, "hate").score < 0.5
 
 
 def test_toxic_english_is_blocked_with_the_classifier_as_evidence(stub: pb_grpc.ModerationServiceStub) -> None:
     text = "You are a worthless pathetic idiot and everyone hates you, go kill yourself"
     response = moderate(stub, text)
     assert response.decision == pb.BLOCK, response
-    hate = category(response, "hate")
-    assert hate.action == pb.BLOCK and hate.score >= 0.9 and hate.rule.startswith("categories.hate.block")
-    spans = [e.text_span for e in response.evidence if e.category == "hate" and e.WhichOneof("kind") == "text_span"]
-    assert spans and spans[0].text == text and spans[0].end == len(text)
+    harassment = category(response, "harassment")
+    assert harassment.action == pb.BLOCK and harassment.rule.startswith(("categories.harassment.block", "blocklist:"))
+    spans = [e.text_span for e in response.evidence if e.category == "harassment" and e.WhichOneof("kind") == "text_span"]
+    assert spans and all(text[s.start:s.end] == s.text and s.end > s.start for s in spans)
 
 
 def test_obfuscated_chinese_blocklist_term_is_found_at_its_original_offsets(stub: pb_grpc.ModerationServiceStub) -> None:

@@ -33,7 +33,7 @@ from services.launcher import ROOT, Mesh, free_base_port
 from services.router.config import LifecycleConfig, RouterConfig, Upstream
 from services.router.policy_lifecycle import PolicyLifecycle
 from services.router.main import Router
-from services.text.server import build_models
+from services.text.server import served_models
 from tests.stubs import KEY_A, GatedModel, InMemoryTracing, sample, scrape
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
@@ -61,7 +61,7 @@ class InProcessMesh:
     def __init__(self, tenants_file: Path, workdir: Path) -> None:
         text_config = ModalityServiceConfig("text", ServerConfig("127.0.0.1:0", grace_period_s=1.0),
                                             model_repository=str(ROOT / "model_repository"))
-        self.text, _ = build_service(text_config, build_models(text_config))
+        self.text, _ = build_service(text_config, served_models(text_config))
         self.tenants_file = tenants_file
         self.workdir = workdir
         self.router: Router | None = None
@@ -230,7 +230,7 @@ def test_metrics_endpoints_count_requests_by_tenant_decision_and_code(mesh: Mesh
         assert moved("auditmesh_router_stage_duration_seconds_count", qos_class="standard", stage=stage) == 2
     assert sample(after, "auditmesh_router_in_flight_items", qos_class="standard") == 0
     assert sample(after, "auditmesh_router_queue_depth", upstream="text") == 0
-    assert sample(after, "auditmesh_router_policy_info", policy="default", version="2026-11-29.1") == 1
+    assert sample(after, "auditmesh_router_policy_info", policy="default", version="2026-12-01.1") == 1
     assert sample(after, "auditmesh_build_info", service="router", version="0.1.0") == 1
 
     def text_moved(name: str, **labels: str) -> float:

@@ -28,7 +28,7 @@ from tritonclient.utils import InferenceServerException
 from services.common.serving.model_repository import sha256_of
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
-from tests.stubs import scrape
+from tests.stubs import MeshTritonClient, scrape
 
 ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo admin key
 KEY = "test-key-lifecycle"
@@ -110,8 +110,9 @@ def possibly_active(activations: list[tuple[float, float, str]], answer: Answer)
 
 
 async def test_policy_swaps_under_load_fail_nothing_and_use_one_live_version(mesh: Mesh) -> None:
-    async with grpc.aio.insecure_channel(mesh.address("router")) as channel:
-        admin, stub = apb_grpc.PolicyAdminStub(channel), pb_grpc.ModerationServiceStub(channel)
+    async with grpc.aio.insecure_channel(mesh.address("router")) as channel, \
+            grpc.aio.insecure_channel(mesh.admin_address) as admin_channel:  # PolicyAdmin: its own port
+        admin, stub = apb_grpc.PolicyAdminStub(admin_channel), pb_grpc.ModerationServiceStub(channel)
         await setup_swap_policy(admin)
         assert await asyncio.to_thread(scraped_versions, mesh, POLICY) == [version_name(0)]
         answers: list[Answer] = []
@@ -166,8 +167,9 @@ async def moderate_many(stub: pb_grpc.ModerationServiceStub, prefix: str, count:
 
 
 async def test_shadow_canary_reports_disagreements_and_a_bad_candidate_is_rolled_back(mesh: Mesh) -> None:
-    async with grpc.aio.insecure_channel(mesh.address("router")) as channel:
-        admin, stub = apb_grpc.PolicyAdminStub(channel), pb_grpc.ModerationServiceStub(channel)
+    async with grpc.aio.insecure_channel(mesh.address("router")) as channel, \
+            grpc.aio.insecure_channel(mesh.admin_address) as admin_channel:  # PolicyAdmin: its own port
+        admin, stub = apb_grpc.PolicyAdminStub(admin_channel), pb_grpc.ModerationServiceStub(channel)
         await setup_swap_policy(admin)
         await admin.Activate(apb.ActivateRequest(kind=apb.POLICY, name=POLICY, version="s000"), metadata=ADMIN)
         # Shadow: the candidate (s001, does not block bluefin) judges every item; answers stay s000's.
@@ -206,7 +208,7 @@ async def wait_for(call: Any, done: Any, timeout_s: float = 5.0) -> Any:
         await asyncio.sleep(0.1)
 
 
-async def text_load(client: triton_aio.InferenceServerClient, stop: asyncio.Event, versions: list[list[list[str]]],
+async def text_load(client: MeshTritonClient, stop: asyncio.Event, versions: list[list[list[str]]],
                     failures: list[str]) -> None:
     tensor = InferInput("TEXT", [1, 1], "BYTES")
     tensor.set_data_from_numpy(np.array([[b"you stupid idiot"]], dtype=object))
@@ -230,7 +232,8 @@ async def test_model_reload_through_the_router_under_load(mesh: Mesh) -> None:
                    for w in range(4)]
         await asyncio.sleep(0.3)
         repository = _repository_stub(text_channel)
-        await repository.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="text_moderation"))
+        await repository.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="text_moderation"),
+                                             metadata=mesh.internal_metadata(admin=True))
         await asyncio.sleep(0.3)
         stop.set()
         await asyncio.gather(*workers)
@@ -238,7 +241,7 @@ async def test_model_reload_through_the_router_under_load(mesh: Mesh) -> None:
         response = await stub.Moderate(pb.ModerateRequest(item=pb.Item(id="x", parts=[pb.Part(text="hi")])),
                                        metadata=[("x-api-key", "test-key-tenant-a")])
         assert ("text_moderation", "2") in {(m.name, m.version) for m in response.models}
-        index = await repository.RepositoryIndex(service_pb2.RepositoryIndexRequest())
+        index = await repository.RepositoryIndex(service_pb2.RepositoryIndexRequest(), metadata=mesh.internal_metadata())
         assert [(m.name, m.version, m.state) for m in index.models] == [("text_moderation", "2", "READY")]
 
 
@@ -267,7 +270,7 @@ async def test_text_model_reload_and_a_broken_file_keeps_the_old_version(tmp_pat
     text.start_service("text")
     try:
         text.wait_serving("text", 120.0)
-        client = triton_aio.InferenceServerClient(text.address("text"))
+        client = MeshTritonClient(triton_aio.InferenceServerClient(text.address("text")), text.internal_metadata())
         versions: list[list[list[str]]] = []
         failures: list[str] = []
         stop = asyncio.Event()
@@ -276,7 +279,8 @@ async def test_text_model_reload_and_a_broken_file_keeps_the_old_version(tmp_pat
         _add_version(repository, "toxicity_en", "2", (repository / "toxicity_en" / "1" / "model.onnx").read_bytes())
         async with grpc.aio.insecure_channel(text.address("text")) as channel:
             stub = _repository_stub(channel)
-            await stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="text_moderation"))
+            await stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="text_moderation"),
+                                           metadata=text.internal_metadata(admin=True))
             await asyncio.sleep(0.3)
             served = len(versions)
             assert ["toxicity_en", "2"] in versions[-1] and ["text_moderation", "2"] in versions[-1]
@@ -284,12 +288,13 @@ async def test_text_model_reload_and_a_broken_file_keeps_the_old_version(tmp_pat
 
             _add_version(repository, "toxicity_en", "3", b"this is not an ONNX model")
             with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="text_moderation"))
+                await stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="text_moderation"),
+                                           metadata=text.internal_metadata(admin=True))
             assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
             message = caught.value.details() or ""
             assert "toxicity_en/3/model.onnx" in message and "(version 2 still serving)" in message, message
             await asyncio.sleep(0.3)
-            index = await stub.RepositoryIndex(service_pb2.RepositoryIndexRequest())
+            index = await stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(), metadata=text.internal_metadata())
             [entry] = index.models
             assert (entry.version, entry.state) == ("2", "READY") and "load failed" in entry.reason
         stop.set()

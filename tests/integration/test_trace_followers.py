@@ -51,8 +51,9 @@ def test_the_text_service_follows_its_caller_and_starts_no_trace(tmp_path: Path)
             mesh.start_service("text")
             mesh.wait_serving("text")
             address = mesh.address("text")
-            asyncio.run(call_text(address, {}))  # no trace context: not traced here
-            asyncio.run(call_text(address, {"traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-01"}))
+            secret = dict(mesh.internal_metadata())  # the text port needs the mesh's shared secret
+            asyncio.run(call_text(address, secret))  # no trace context: not traced here
+            asyncio.run(call_text(address, {**secret, "traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-01"}))
         finally:
             assert mesh.stop_service("text") == 0  # SIGTERM: drains and flushes the spans
     spans = spans_in(log.read_text(encoding="utf-8", errors="replace"))

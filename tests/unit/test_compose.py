@@ -4,7 +4,10 @@ Checks for every compose service: its Dockerfile exists and runs the same comman
 module exists and its --config file loads and names that service; the listen port agrees across
 compose env, Dockerfile ENV/EXPOSE/HEALTHCHECK and the router's upstream URLs; every AUDITMESH_* env
 name used is one the code reads; every router lane in config/router.yaml has its container, on the
-lane's port, sharing the policy store volume with the other lanes.
+lane's port, sharing the policy store volume with the other lanes. Security (issue 12 item 5): only
+the router lanes' ports and the admin port are published, on the host's loopback only; modality and
+metrics ports stay internal; the modality services run with the internal secrets and mTLS, the routers
+present the secret and a client certificate, all from the `mesh-credentials` init container.
 """
 
 from __future__ import annotations
@@ -17,16 +20,26 @@ from pathlib import Path
 import pytest
 import yaml
 
+from services.common.internal_auth import ENV_ADMIN_SECRET_FILE, ENV_SECRET_FILE
 from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY
 from services.common.serving.modality_config import load_service_config
+from services.common.tls_config import (ENV_TLS_CERT_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_TLS_KEY_FILE,
+                                        ENV_UPSTREAM_TLS_CA_FILE, ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE)
 from services.launcher import mesh_services
-from services.router.config import ENV_LANE, ENV_POLICIES_DIR, ENV_TENANTS_FILE, ENV_UPSTREAM_URL, load_router_config
+from services.router.config import (ENV_ADMIN_LISTEN, ENV_ALLOW_DEMO_KEYS, ENV_LANE, ENV_POLICIES_DIR, ENV_TENANTS_FILE,
+                                    ENV_UPSTREAM_URL, load_router_config)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-SERVICES = COMPOSE["services"]
+#: The init container that makes the secrets and certificates; every other one is a mesh process.
+CREDENTIALS = "mesh-credentials"
+ALL_SERVICES = COMPOSE["services"]
+SERVICES = {name: service for name, service in ALL_SERVICES.items() if name != CREDENTIALS}
 KNOWN_ENV = {ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, ENV_TENANTS_FILE, ENV_POLICIES_DIR, ENV_LANE,
-             *ENV_UPSTREAM_URL.values()}
+             *ENV_UPSTREAM_URL.values(), ENV_ADMIN_LISTEN, ENV_ALLOW_DEMO_KEYS, ENV_SECRET_FILE, ENV_ADMIN_SECRET_FILE,
+             ENV_TLS_CERT_FILE, ENV_TLS_KEY_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_UPSTREAM_TLS_CA_FILE,
+             ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE}
+MODALITY_CONTAINERS = ("text", "vision", "ocr")
 ROUTERS = [name for name in SERVICES if name.startswith("router")]
 #: Containers whose image's own port is not theirs (the bulk lane runs the router image on another port).
 LANE_CONTAINERS = [name for name in ROUTERS if name != "router"]
@@ -86,6 +99,52 @@ def test_ports_agree_everywhere(name: str) -> None:
     assert any(p == str(port) or p.endswith(f":{port}") for p in published)
 
 
+@pytest.mark.parametrize("name", list(SERVICES))
+def test_only_router_ports_are_published_and_only_on_loopback(name: str) -> None:
+    ports = [str(p) for p in SERVICES[name].get("ports", [])]
+    if name not in ROUTERS:
+        assert ports == []  # internal: reachable on the compose network only
+        return
+    env = SERVICES[name]["environment"]
+    allowed = {str(listen_port(name))}
+    if env.get(ENV_ADMIN_LISTEN, "off") != "off":
+        allowed.add(env[ENV_ADMIN_LISTEN].rpartition(":")[2])
+    metrics = env["AUDITMESH_METRICS_LISTEN"].rpartition(":")[2]
+    for published in ports:
+        host_ip, host_port, container_port = published.split(":")
+        assert host_ip == "127.0.0.1", published  # the demo keys must not reach a network
+        assert host_port == container_port and container_port in allowed and container_port != metrics
+    assert ALL_SERVICES[CREDENTIALS].get("ports") is None
+
+
+@pytest.mark.parametrize("name", MODALITY_CONTAINERS)
+def test_modality_services_need_the_secrets_and_a_mesh_certificate(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = SERVICES[name]["environment"]
+    assert env[ENV_SECRET_FILE] and env[ENV_ADMIN_SECRET_FILE]
+    assert env[ENV_TLS_CERT_FILE].endswith(f"/{name}.crt") and env[ENV_TLS_KEY_FILE].endswith(f"/{name}.key")
+    assert env[ENV_TLS_CLIENT_CA_FILE].endswith("/ca.crt")  # mTLS
+    for key, value in env.items():
+        monkeypatch.setenv(key, str(value))
+    config = load_service_config(ROOT / "config" / f"{name}.yaml")
+    assert config.auth.required and config.server.tls is not None and config.server.tls.mutual
+    assert SERVICES[name]["depends_on"][CREDENTIALS]["condition"] == "service_completed_successfully"
+    credentials = ALL_SERVICES[CREDENTIALS]["command"]
+    assert name in credentials and "services.common.mesh_credentials" in credentials
+
+
+@pytest.mark.parametrize("name", ROUTERS)
+def test_routers_present_the_secret_and_a_client_certificate(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = SERVICES[name]["environment"]
+    for key, value in env.items():
+        monkeypatch.setenv(key, str(value))
+    config = load_router_config(ROOT / "config" / "router.yaml")
+    tls = config.internal.tls
+    assert tls is not None and tls.cert_file.endswith("/router.crt") and tls.ca_file.endswith("/ca.crt")
+    assert env[ENV_SECRET_FILE] == SERVICES["text"]["environment"][ENV_SECRET_FILE]
+    assert config.allow_demo_keys  # compose binds 0.0.0.0 inside the container; the host sees loopback only
+    assert (config.admin_listen != "") == (name == "router")  # one lane serves the admin API
+
+
 def test_router_lanes_share_the_policy_store_volume() -> None:
     volumes = [set(SERVICES[name].get("volumes", [])) for name in ROUTERS]
     shared = set.intersection(*volumes)
@@ -97,7 +156,7 @@ def test_router_lanes_share_the_policy_store_volume() -> None:
 def test_metrics_endpoint_listens_on_all_interfaces_and_is_exposed(name: str) -> None:
     listen = SERVICES[name]["environment"]["AUDITMESH_METRICS_LISTEN"]
     assert listen.startswith("0.0.0.0:")  # the config files' 127.0.0.1 would be unreachable from Prometheus
-    assert listen.rpartition(":")[2] in [str(p) for p in SERVICES[name]["expose"]]
+    assert listen.rpartition(":")[2] in [str(p) for p in SERVICES[name]["expose"]]  # on the compose network only
 
 
 @pytest.mark.parametrize("name", ROUTERS)

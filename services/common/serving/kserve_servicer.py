@@ -55,6 +55,9 @@ class ModelRunner:
         self.model = model
         self.stats = BatchStats()
         self.models_json = models_parameter(model)  # named in every response (the router reports it)
+        #: (items, seconds) of one warm run of the model's warm-up (`measure_warm`), reported in
+        #: ModelConfig's `warmup` parameter so a router starts with an honest batch cost; None = unknown.
+        self.warm_cost: tuple[int, float] | None = None
         self.metrics = metrics
         self._executor = ThreadPoolExecutor(max_workers=batching.max_concurrency, thread_name_prefix=f"model-{model.name}")
         config = BatchingConfig(min(batching.max_batch_size, model.max_batch_size), batching.max_delay_ms,
@@ -155,6 +158,9 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         # The `priority` levels the batcher honours (services/common/serving/batcher.py), as Triton reports them.
         config.dynamic_batching.priority_levels = PRIORITY_LEVELS
         config.dynamic_batching.default_priority_level = DEFAULT_PRIORITY
+        if runner.warm_cost is not None:
+            items, seconds = runner.warm_cost
+            config.parameters["warmup"].string_value = f"items={items} seconds={seconds:.6f}"
         for file in model.model_files():
             config.parameters[f"file:{file.name}"].string_value = f"version={file.version} sha256={file.sha256} license={file.license}"
         return service_pb2.ModelConfigResponse(config=config)
@@ -258,6 +264,18 @@ def warm_up(models: Sequence[ServedModel]) -> float:
     for model in models:
         model.warmup()
     return time.monotonic() - started
+
+
+def measure_warm(model: ServedModel) -> tuple[int, float] | None:
+    """(items, seconds) of one more run of the model's warm-up, after `warm_up`: what that many items
+    cost on a warm model here. None (and no run) for a model that does not say how many items its
+    warm-up runs (an optional `warmup_items` attribute)."""
+    items = getattr(model, "warmup_items", None)
+    if not isinstance(items, int) or items < 1:
+        return None
+    started = time.monotonic()
+    model.warmup()
+    return items, time.monotonic() - started
 
 
 def request_priority(request: service_pb2.ModelInferRequest) -> int:

@@ -52,7 +52,10 @@ class LeveledQueue(Generic[T]):
 
     def push(self, entry: Leveled[T]) -> None:
         """Queue `entry` at the back of its level."""
-        self._levels.setdefault(entry.priority, deque()).append(entry)
+        queue = self._levels.get(entry.priority)
+        if queue is None:
+            queue = self._levels[entry.priority] = deque()
+        queue.append(entry)
         entry.queued = True
         self._size += 1
 
@@ -83,10 +86,12 @@ class LeveledQueue(Generic[T]):
             starving = min(levels, key=lambda level: self._levels[level][0].enqueued)
             if now - self._levels[starving][0].enqueued >= self._starvation_limit_s:
                 chosen = starving
-        entry = self._levels[chosen].popleft()
+        queue = self._levels[chosen]
+        entry = queue.popleft()
         entry.queued = False
         self._size -= 1
-        self._trim(chosen)
+        if not queue or not queue[0].queued:  # keep the invariant: a live head, or no level
+            self._trim(chosen)
         return entry
 
     def _trim(self, level: int) -> None:

@@ -18,16 +18,20 @@ from typing import Callable, Sequence
 from tritonclient.grpc import service_pb2_grpc
 
 from services import __version__
+from services.common.auth_guard import AuthGuard, AuthMetrics
+from services.common.auth_interceptor import InternalAuthInterceptor
+from services.common.auth_throttle import AuthThrottle
 from services.common.grpc_server import GrpcService
+from services.common.internal_auth import InternalCredentials
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments
-from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, warm_up
+from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, measure_warm, warm_up
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.serving.model_metrics import ModelMetrics
 from services.common.serving.model_api import ServedModel
 from services.common.serving.model_lifecycle import ModelLifecycle
 from services.common.serving.model_repository import ModelNotFoundError
-from services.common.serving.modality_config import ModalityServiceConfig, load_service_config
+from services.common.serving.modality_config import ModalityServiceConfig, load_credentials, load_service_config
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
 
 log = logging.getLogger(__name__)
@@ -45,7 +49,9 @@ def parse_args(service: str, argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, default=Path(f"config/{service}.yaml"),
                         help=f"service config YAML (default: config/{service}.yaml). The flags below override it, "
                              "and so do (below the flags) env AUDITMESH_LISTEN, AUDITMESH_METRICS_LISTEN and "
-                             "AUDITMESH_MODEL_REPOSITORY. Tracing: OTEL_TRACES_EXPORTER "
+                             "AUDITMESH_MODEL_REPOSITORY. AUDITMESH_TLS_{CERT,KEY,CLIENT_CA}_FILE turn on TLS / mTLS; "
+                             "AUDITMESH_INTERNAL_SECRET[_FILE] is the secret every KServe call needs (required), "
+                             "AUDITMESH_INTERNAL_ADMIN_SECRET[_FILE] the one model load/unload needs. Tracing: OTEL_TRACES_EXPORTER "
                              "(otlp, console; default none), OTEL_TRACES_SAMPLER[_ARG], OTEL_EXPORTER_OTLP_ENDPOINT; traces start at the "
                              "router: this service records spans only for calls whose caller sent a sampled traceparent")
     add_listen_arguments(parser)
@@ -64,9 +70,11 @@ def arguments_applied(config: ModalityServiceConfig, args: argparse.Namespace) -
 
 
 def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], *,
-                  factory: ModelFactory | None = None) -> tuple[GrpcService, KServeServicer]:
+                  factory: ModelFactory | None = None,
+                  credentials: InternalCredentials | None = None) -> tuple[GrpcService, KServeServicer]:
     """Wire models into a KServe servicer inside a GrpcService (not started), with its own metrics registry.
-    With `factory`, RepositoryModelLoad reloads a model through it (services.common.serving.model_lifecycle)."""
+    With `factory`, RepositoryModelLoad reloads a model through it (services.common.serving.model_lifecycle).
+    With `credentials`, every call but health checks needs the internal secrets (internal_auth)."""
     registry = new_registry(config.service, VERSION)
     metrics = ModelMetrics(registry)
     runners = build_runners(models, config.batching, metrics)
@@ -84,8 +92,13 @@ def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], 
 
     # The lifecycle closes whichever runners serve at shutdown (a reload replaces them).
     closers = [servicer.lifecycle.close] if servicer.lifecycle is not None else [r.close for r in runners.values()]
+    interceptors = []
+    if credentials is not None:
+        guard = AuthGuard(AuthThrottle(config.auth_throttle), AuthMetrics(registry), surface="kserve")
+        interceptors.append(InternalAuthInterceptor(credentials, guard))
     service = GrpcService(config.service, config.server, service_names=[KSERVE_SERVICE], register=register,
-                          on_serving_change=on_serving_change, on_close=closers, metrics_registry=registry)
+                          on_serving_change=on_serving_change, on_close=closers, metrics_registry=registry,
+                          interceptors=interceptors)
     return service, servicer
 
 
@@ -105,12 +118,19 @@ def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, servi
     return ModelLifecycle(servicer.runners, load=load, start=start)
 
 
-async def _serve(config: ModalityServiceConfig, factory: ModelFactory) -> None:
+async def _serve(config: ModalityServiceConfig, factory: ModelFactory, credentials: InternalCredentials) -> None:
     models = list(factory(config))
     seconds = warm_up(models)
-    log.info("loaded and warmed %s in %.2fs (intra_op_threads=%d)", ", ".join(m.name for m in models), seconds,
-             config.onnxruntime.intra_op_threads)
-    service, _ = build_service(config, models, factory=factory)
+    # Warm now: what a batch costs, reported to routers (ModelConfig `warmup`) to seed their batch cost.
+    warm = {model.name: cost for model in models if (cost := measure_warm(model)) is not None}
+    log.info("loaded and warmed %s in %.2fs (intra_op_threads=%d); warm: %s", ", ".join(m.name for m in models),
+             seconds, config.onnxruntime.intra_op_threads,
+             ", ".join(f"{name} {items} items in {s * 1000:.1f} ms" for name, (items, s) in warm.items()) or "-")
+    if credentials.secret is None:
+        log.warning("auth.required is false: this port accepts KServe calls without the internal secret")
+    service, servicer = build_service(config, models, factory=factory, credentials=credentials)
+    for name, cost in warm.items():
+        servicer.runners[name].warm_cost = cost
     await service.start()
     await service.serve_until_signal()
 
@@ -121,12 +141,13 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
     configure_logging(service, args.log_level, args.log_format)
     try:
         config = arguments_applied(load_service_config(args.config), args)
+        credentials = load_credentials(config, str(args.config))  # before loading models: fail fast
         setup_tracing(service, starts_traces=False)  # traces start at the router; a modality service follows
     except ValueError as error:  # ConfigError, or an OTEL_* variable with a bad value (named in the message)
         print(f"{service}: {error}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(config, factory))
+        asyncio.run(_serve(config, factory, credentials))
     except ModelNotFoundError as error:
         print(f"{service}: {error}", file=sys.stderr)
         return 2

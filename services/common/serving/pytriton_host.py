@@ -9,7 +9,7 @@ libpython (`LD_LIBRARY_PATH`, else it loads Debian's libpython 3.11.2 and fails 
 `RLock._recursion_count`). Stop it with SIGTERM (Triton then stops and cleans its workspace).
 
 What is served is whatever the modality service serves: the models come from the service's own
-`build_models(config)` (services/<modality>/server.py, config/<modality>.yaml) and each one's tensors
+`served_models(config)` (services/<modality>/server.py, config/<modality>.yaml) and each one's tensors
 from its declared `inputs` / `outputs` (`services.common.serving.model_api.ServedModel`), so a new
 contract or a second model is served here without a change. Batching: Triton's dynamic batcher with
 `max_batch_size` from the model (capped by the service config's `batching.max_batch_size`),
@@ -96,9 +96,9 @@ def bind(triton: Any, model: ServedModel, max_batch_size: int, max_queue_delay_u
 
 
 def build_models(service: str, config: ModalityServiceConfig) -> Sequence[ServedModel]:
-    """The models `services.<service>.server.build_models` serves for `config`."""
+    """The models `services.<service>.server.served_models` serves for `config`."""
     module = importlib.import_module(f"services.{service}.server")
-    factory: Callable[[ModalityServiceConfig], Sequence[ServedModel]] = module.build_models
+    factory: Callable[[ModalityServiceConfig], Sequence[ServedModel]] = module.served_models
     return factory(config)
 
 

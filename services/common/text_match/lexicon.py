@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 import ahocorasick
 
-from services.common.taxonomy import is_custom_category
+from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.scripts import is_word_char
 from services.common.text_match.zh_contact import contact_spans
@@ -38,10 +38,8 @@ from services.common.text_match.zh_context import addressed
 from services.common.text_match.zh_pinyin import StartIndex, find_pinyin, term_syllables
 from services.common.text_match.zh_segment import cuts_word, word_spans
 
-__all__ = ["CATEGORIES", "DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
+__all__ = ["DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
 
-#: The categories a text blocklist entry may carry (the moderation taxonomy's built-in ones).
-CATEGORIES = ("harassment", "sexual", "violence", "hate", "spam", "self_harm", "profanity")
 #: Where an entry may match: its normalised characters, its toneless pinyin (homophones, syllables in
 #: Latin letters) and its pinyin initials (nmsl). See zh_pinyin.py.
 SPACES = ("chars", "pinyin", "initials")
@@ -75,8 +73,10 @@ class LexiconEntry:
     def __post_init__(self) -> None:
         if not isinstance(self.term, str) or not self.term.strip():
             raise ValueError(f"term: must be a non-empty string, got {self.term!r}")
-        if self.category not in CATEGORIES and not is_custom_category(self.category):
-            raise ValueError(f"category: {self.category!r} is not one of {CATEGORIES} or custom.<name> (term {self.term!r})")
+        # The taxonomy (services/common/taxonomy.py) is the one list of categories a text entry may carry.
+        if self.category not in TEXT_CATEGORIES and not is_custom_category(self.category):
+            raise ValueError(f"category: {self.category!r} is not one of {TEXT_CATEGORIES} or custom.<name> "
+                             f"(term {self.term!r})")
         if isinstance(self.severity, bool) or self.severity not in SEVERITIES:
             raise ValueError(f"severity: must be 1, 2 or 3, got {self.severity!r} (term {self.term!r})")
         if not isinstance(self.source, str):

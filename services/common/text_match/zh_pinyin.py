@@ -71,17 +71,24 @@ def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
 
     Each syllable matches one Han character with that reading, or the syllable spelled in Latin
     letters, or (with `initials`) its first letter. Latin edges must not touch other Latin letters
-    ("chaos" does not hold "cao"). A span made only of Latin initials must be at least 2 letters.
+    ("chaos" does not hold "cao"). A span of Latin letters only needs at least 3 of them when the text
+    has no Han character: two-letter initials are everywhere in English ("I'll" holds "ll").
     Pass the text's `StartIndex` when matching many terms against one text.
     """
     if not syllables:
         return []
     found: list[tuple[int, int]] = []
-    for start in (index or StartIndex(text)).starts(syllables[0]):
+    index = index or StartIndex(text)
+    for start in index.starts(syllables[0]):
         end = _match_from(text, start, syllables, 0, initials)
-        if end is not None and not (end < len(text) and _is_latin(text[end - 1]) and _is_latin(text[end])):
+        if end is not None and not (end < len(text) and _is_latin(text[end - 1]) and _is_latin(text[end])) \
+                and not _short_latin_in_latin_text(text, start, end, index):
             found.append((start, end))
     return found
+
+
+def _short_latin_in_latin_text(text: str, start: int, end: int, index: StartIndex) -> bool:
+    return end - start < 3 and not index.han and all(_is_latin(c) for c in text[start:end])
 
 
 def _match_from(text: str, position: int, syllables: tuple[str, ...], index: int, initials: bool) -> int | None:

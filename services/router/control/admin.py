@@ -1,7 +1,9 @@
 """The PolicyAdmin gRPC servicer (`protos/auditmesh/v1/admin.proto`). A thin adapter: it
-authenticates the admin key, checks its tenant scope, runs the operation (`PolicyControl`, the audit
-store) in a worker thread, and converts the results. Errors map to a status through
-`services.common.errors.STATUS_TABLE`.
+authenticates the admin key (under the failed-auth throttle, `services.common.auth_guard`), checks its
+tenant scope and which versions it may store and read (`admin_auth`: a scoped key writes and reads
+only its tenants' `<tenant>:<id>` versions besides the shared ones), runs the operation
+(`PolicyControl`, the audit store) in a worker thread, and converts the results. Errors map to a
+status through `services.common.status`. Served on the router's admin port only (`admin_listen`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 from auditmesh.v1 import moderation_pb2 as pb
 
-from services.common.errors import InvalidRequestError
+from services.common.auth_guard import AuthGuard
+from services.common.auth_throttle import AuthThrottle
+from services.common.errors import InvalidRequestError, PermissionDeniedError
 from services.common.status import call_status
-from services.router.control.admin_auth import AdminAuth, AdminKey, admin_key_from
+from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
+                                                require_store)
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import AuditStore
 from services.router.control.canary import CanaryReport, RollbackBounds
@@ -35,15 +40,19 @@ KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
 
 
 class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
-    def __init__(self, control: PolicyControl, audit: AuditStore, auth: AdminAuth) -> None:
+    def __init__(self, control: PolicyControl, audit: AuditStore, auth: AdminAuth, *,
+                 guard: AuthGuard | None = None) -> None:
         self.control = control
         self.audit = audit
         self.auth = auth
+        #: The failed-auth throttle (the router's main.py gives it one counted in its metrics).
+        self.guard = guard or AuthGuard(AuthThrottle(), surface="admin")
 
     async def _run(self, context: grpc.aio.ServicerContext, scope: str | None, work: Callable[[AdminKey], T]) -> T:
         """Authenticate; check `scope` (None = no tenant check); run `work` in a worker thread."""
         async with call_status(context, log):
-            key = self.auth.authenticate(admin_key_from(context.invocation_metadata()))
+            metadata = context.invocation_metadata()
+            key = self.guard.check(context.peer(), lambda: self.auth.authenticate(admin_key_from(metadata)))
             if scope is not None:
                 self.auth.require(key, scope)
             return await asyncio.to_thread(work, key)
@@ -70,30 +79,39 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         def work(key: AdminKey) -> apb.VersionInfo:
             kind, name = self._doc(request.kind, request.name)
             author = f"{request.author} (admin key {key.name})" if request.author else f"admin key {key.name}"
+            if kind == "policy":  # which version ids this key may store (admin_auth)
+                require_store(key, self.control.parse(kind, request.content, name=name).version)
             stored = self.control.put(kind, request.content, name="" if kind == "tenants" else name, author=author,
                                       comment=request.comment)
             if request.activate:
+                check_scope_of(stored.version, "")
                 self.control.activate(kind, stored.name, stored.version, "", author=author, reason=request.comment or "put+activate")
-            return self._info(stored)
+            return self._info(stored, key)
         return await self._run(context, scope, work)
 
     async def GetVersion(self, request: apb.GetVersionRequest, context: grpc.aio.ServicerContext) -> apb.DocumentVersion:
         def work(key: AdminKey) -> apb.DocumentVersion:
             kind, name = self._doc(request.kind, request.name)
+            require_read(key, request.version)
             stored = self.control.get(kind, name, request.version, request.tenant)
-            return apb.DocumentVersion(info=self._info(stored), content=stored.content)
-        return await self._run(context, self._scope_for_kind(request.kind), work)
+            require_read(key, stored.version)
+            return apb.DocumentVersion(info=self._info(stored, key), content=stored.content)
+        scope = self._scope_for_kind(request.kind)
+        return await self._run(context, request.tenant if request.tenant and scope is None else scope, work)
 
     async def ListVersions(self, request: apb.ListVersionsRequest, context: grpc.aio.ServicerContext) -> apb.ListVersionsResponse:
         def work(key: AdminKey) -> apb.ListVersionsResponse:
             kind = KINDS.get(request.kind, "policy")
             versions = self.control.store.list_versions(kind, TENANTS_NAME if kind == "tenants" else request.name)
-            return apb.ListVersionsResponse(versions=[self._info(v) for v in versions])
+            readable = [v for v in versions if _readable(key, v.version)]
+            return apb.ListVersionsResponse(versions=[self._info(v, key) for v in readable])
         return await self._run(context, self._scope_for_kind(request.kind), work)
 
     async def DiffVersions(self, request: apb.DiffVersionsRequest, context: grpc.aio.ServicerContext) -> apb.DiffVersionsResponse:
         def work(key: AdminKey) -> apb.DiffVersionsResponse:
             kind, name = self._doc(request.kind, request.name)
+            require_read(key, request.from_version)
+            require_read(key, request.to_version)
             before = self.control.parse(kind, self.control.get(kind, name, request.from_version).content, name=name)
             after = self.control.parse(kind, self.control.get(kind, name, request.to_version).content, name=name)
             changes = [apb.Change(path=c.path, op=c.op, from_value=c.before, to_value=c.after) for c in diff(before, after)]
@@ -103,6 +121,7 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     async def Activate(self, request: apb.ActivateRequest, context: grpc.aio.ServicerContext) -> apb.ActivationResponse:
         def work(key: AdminKey) -> apb.ActivationResponse:
             kind, name = self._doc(request.kind, request.name)
+            check_scope_of(request.version, request.tenant)
             change = self.control.activate(kind, name, request.version, request.tenant, author=f"admin key {key.name}",
                                            reason=request.comment or "activate")
             return self._activation(change)
@@ -111,6 +130,7 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     async def Rollback(self, request: apb.RollbackRequest, context: grpc.aio.ServicerContext) -> apb.ActivationResponse:
         def work(key: AdminKey) -> apb.ActivationResponse:
             kind, name = self._doc(request.kind, request.name)
+            check_scope_of(request.to_version, request.tenant)
             change = self.control.rollback(kind, name, request.tenant, request.to_version, author=f"admin key {key.name}")
             return self._activation(change)
         return await self._run(context, request.tenant, work)
@@ -118,6 +138,7 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     async def StartCanary(self, request: apb.StartCanaryRequest, context: grpc.aio.ServicerContext) -> apb.CanaryStatus:
         def work(key: AdminKey) -> CanarySpec:
             bounds = self._bounds(request.bounds)
+            check_scope_of(request.candidate_version, request.tenant)
             return self.control.start_canary(request.policy, request.tenant, request.candidate_version, request.percent,
                                              shadow=request.shadow, bounds=bounds, author=f"admin key {key.name}")
         return self._status(await self._run(context, request.tenant, work))
@@ -145,9 +166,11 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
 
     # -- conversions -------------------------------------------------------------------------------
 
-    def _info(self, stored: StoredVersion) -> apb.VersionInfo:
+    def _info(self, stored: StoredVersion, key: AdminKey) -> apb.VersionInfo:
+        """The version's metadata; `active_in` lists only the scopes `key` covers (and the global one)."""
         active = [p.scope for p in self.control.store.pointers()
-                  if (p.kind, p.name, p.version) == (stored.kind, stored.name, stored.version)]
+                  if (p.kind, p.name, p.version) == (stored.kind, stored.name, stored.version)
+                  and (not p.scope or key.covers(p.scope))]
         return apb.VersionInfo(kind=KIND_VALUES[stored.kind], name=stored.name, version=stored.version, author=stored.author,
                                comment=stored.comment, created_at=stored.created_at, content_hash=stored.content_hash,
                                active_in=active)
@@ -181,6 +204,14 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         if report is not None:
             _fill_report(status, report)
         return status
+
+
+def _readable(key: AdminKey, version: str) -> bool:
+    try:
+        require_read(key, version)
+        return True
+    except PermissionDeniedError:
+        return False
 
 
 def _fill_report(status: apb.CanaryStatus, report: CanaryReport) -> None:

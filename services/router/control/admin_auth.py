@@ -9,6 +9,13 @@ in a separate YAML file (`lifecycle.admin_keys_file`, e.g. a mounted Kubernetes 
 
 A tenant API key is never an admin key (a digest that is both is rejected at start).
 
+Tenant-scoped keys and policy versions: a version id `<tenant>:<rest>` (e.g. `acme:3`) belongs to
+that tenant; an id without `:` is *shared*. A scoped key stores only versions of its own tenants
+(`acme:3`), never a shared id (which a global activation would switch on for everyone, and which
+would block the global admin's own use of that id), and reads only shared versions and its own. A
+tenant's version is activated (or canaried) only in that tenant's scope, by any key, never
+globally. `VersionInfo.active_in` shows a scoped key only the scopes it covers.
+
 Example::
 
     auth = AdminAuth(keys)
@@ -30,6 +37,14 @@ from services.router.tenants import hash_key
 #: The metadata header that carries an admin key.
 ADMIN_KEY_HEADER = "x-admin-key"
 ALL_TENANTS = "*"
+#: Separates a tenant's name from the rest of a version id that belongs to it ("acme:3").
+OWNER_SEPARATOR = ":"
+
+
+def version_owner(version: str) -> str:
+    """The tenant a policy version id belongs to ("acme" for "acme:3"), "" for a shared id."""
+    owner, sep, _ = version.partition(OWNER_SEPARATOR)
+    return owner if sep else ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,10 @@ class AdminAuth:
     def __len__(self) -> int:
         return len(self._by_digest)
 
+    @property
+    def keys(self) -> tuple[AdminKey, ...]:
+        return tuple(self._by_digest.values())
+
     def check_disjoint(self, tenant_digests: Iterable[str], source: str) -> None:
         """ConfigError if an admin key is also a tenant's API key."""
         shared = set(self._by_digest) & {d.lower() for d in tenant_digests}
@@ -98,6 +117,34 @@ class AdminAuth:
             scope = "all tenants" if not tenant else f"tenant {tenant!r}"
             raise PermissionDeniedError(f"admin key {key.name!r} may act only on tenants {list(key.tenants)}, "
                                         f"not on {scope}")
+
+
+def require_store(key: AdminKey, version: str) -> None:
+    """PermissionDeniedError unless `key` may store policy version `version` (module docstring)."""
+    owner = version_owner(version)
+    if owner:
+        AdminAuth.require(key, owner)
+    elif not key.is_global:
+        example = f"{key.tenants[0]}{OWNER_SEPARATOR}{version}"
+        raise PermissionDeniedError(f"admin key {key.name!r} is scoped to tenants {list(key.tenants)}: it stores only "
+                                    f"versions of its tenants, named '<tenant>{OWNER_SEPARATOR}<id>' (e.g. {example!r}), "
+                                    f"not the shared version id {version!r}")
+
+
+def require_read(key: AdminKey, version: str) -> None:
+    """PermissionDeniedError unless `key` may read policy version `version` (shared, or its tenants')."""
+    owner = version_owner(version)
+    if owner and not key.covers(owner):
+        raise PermissionDeniedError(f"admin key {key.name!r} may not read tenant {owner!r}'s versions")
+
+
+def check_scope_of(version: str, scope: str) -> None:
+    """PermissionDeniedError when a tenant's version would be activated outside that tenant's scope."""
+    owner = version_owner(version)
+    if owner and owner != scope:
+        where = f"tenant {scope!r}" if scope else "all tenants"
+        raise PermissionDeniedError(f"version {version!r} belongs to tenant {owner!r}: it can be activated only with "
+                                    f"tenant={owner!r}, not for {where}")
 
 
 def admin_key_from(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:

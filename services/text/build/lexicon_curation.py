@@ -23,7 +23,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from services.common.text_match.lexicon import CATEGORIES, LexiconEntry
+from services.common.taxonomy import TEXT_CATEGORIES as CATEGORIES
+from services.common.text_match.lexicon import LexiconEntry
 from services.common.text_match.normalize import normalize
 from services.common.text_match.scripts import is_cjk, is_word_char
 

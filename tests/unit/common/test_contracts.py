@@ -18,24 +18,64 @@ def _float(value: float) -> np.ndarray:
     return np.array([value], dtype=np.float32)
 
 
-def test_text_row_decodes_scores_and_hits() -> None:
-    hit = {"category": "profanity", "term": "idiot", "severity": 2, "start": 4, "end": 9, "text": "idiot", "source": "x"}
-    row = text.decode_row({"TOXICITY": _float(0.75), "SPAM": _float(0.25), "MATCHES": _bytes(text.encode_matches([hit]))})
-    assert row.scores == {"hate": 0.75, "spam": 0.25}
-    assert row.matches == (text.LexiconHit("profanity", "idiot", 2, 4, 9, "idiot", "x"),)
+def _text_row(**overrides: np.ndarray) -> dict[str, np.ndarray]:
+    row = {name: _float(0.0) for name in text.SCORE_OUTPUTS}
+    row.update({"MATCHES": _bytes(b"[]"), "EVIDENCE": _bytes(b"[]"), "TARGET": _float(0.0)})
+    row.update(overrides)
+    return row
+
+
+def test_text_contract_v2_declares_seven_categories_and_the_new_outputs() -> None:
+    assert text.CATEGORIES == ("harassment", "hate", "violence", "self_harm", "sexual", "profanity", "spam")
+    assert list(text.SCORE_OUTPUTS) == [c.upper() for c in text.CATEGORIES]
+    names = [spec.name for spec in text.OUTPUTS]
+    assert names[-3:] == ["MATCHES", "EVIDENCE", "TARGET"] and "TOXICITY" not in names
+    assert text.ROUTER_OUTPUTS == tuple(names)
+    assert text.MODEL_NAMES == ("text_moderation", "text_semantic")
+
+
+def test_text_row_decodes_scores_hits_evidence_and_target() -> None:
+    hit = {"category": "harassment", "term": "idiot", "severity": 2, "start": 4, "end": 9, "text": "idiot",
+           "source": "rule:insult_you", "max_action": "review"}
+    span = text.EvidenceSpan("harassment", 0, 9, 0.875, "rule:insult_you")
+    row = text.decode_row(_text_row(HARASSMENT=_float(0.75), SPAM=_float(0.25), TARGET=_float(1.0),
+                                    MATCHES=_bytes(text.encode_matches([hit])),
+                                    EVIDENCE=_bytes(text.encode_evidence([span]))))
+    assert row.scores == {"harassment": 0.75, "hate": 0.0, "violence": 0.0, "self_harm": 0.0, "sexual": 0.0,
+                          "profanity": 0.0, "spam": 0.25}
+    assert row.matches == (text.LexiconHit("harassment", "idiot", 2, 4, 9, "idiot", "rule:insult_you", "review"),)
     assert row.matches[0].to_json() == hit
+    assert row.evidence == (span,) and row.target is True
+
+
+def test_a_hit_without_max_action_round_trips_without_the_key() -> None:
+    hit = {"category": "profanity", "term": "shit", "severity": 1, "start": 0, "end": 4, "text": "shit", "source": "x"}
+    row = text.decode_row(_text_row(MATCHES=_bytes(text.encode_matches([hit]))))
+    assert row.matches[0].max_action is None and row.matches[0].to_json() == hit and row.target is False
 
 
 @pytest.mark.parametrize("matches", [b"{}", b"not json", b'[{"category": "x"}]', b'[{"category": "x", "term": "t", '
-                                     b'"severity": "high", "start": 0, "end": 1, "text": "t"}]'])
+                                     b'"severity": "high", "start": 0, "end": 1, "text": "t"}]',
+                                     b'[{"category": "x", "term": "t", "severity": 1, "start": 0, "end": 1, '
+                                     b'"text": "t", "max_action": "block"}]'])
 def test_text_row_with_malformed_matches_is_refused(matches: bytes) -> None:
     with pytest.raises(MalformedRowError, match="MATCHES"):
-        text.decode_row({"TOXICITY": _float(0.1), "SPAM": _float(0.1), "MATCHES": _bytes(matches)})
+        text.decode_row(_text_row(MATCHES=_bytes(matches)))
 
 
-def test_text_row_missing_a_score_is_refused() -> None:
-    with pytest.raises(MalformedRowError, match="SPAM"):
-        text.decode_row({"TOXICITY": _float(0.1), "MATCHES": _bytes(b"[]")})
+@pytest.mark.parametrize("evidence", [b"{}", b'[{"category": "x", "start": 0}]',
+                                      b'[{"category": "x", "start": "a", "end": 1, "score": 1, "source": "s"}]'])
+def test_text_row_with_malformed_evidence_is_refused(evidence: bytes) -> None:
+    with pytest.raises(MalformedRowError, match="EVIDENCE"):
+        text.decode_row(_text_row(EVIDENCE=_bytes(evidence)))
+
+
+@pytest.mark.parametrize("missing", ["SPAM", "HARASSMENT", "TARGET", "EVIDENCE"])
+def test_text_row_missing_an_output_is_refused(missing: str) -> None:
+    row = _text_row()
+    del row[missing]
+    with pytest.raises(MalformedRowError, match=missing):
+        text.decode_row(row)
 
 
 def test_vision_row_and_router_outputs_skip_details() -> None:
@@ -56,8 +96,11 @@ def test_ocr_row_round_trips_lines() -> None:
 def test_models_serve_exactly_their_contract() -> None:
     from services.ocr.model import OcrModel
     from services.text.model import TextModerationModel
+    from services.text.semantic import TextSemanticModel
     from services.vision.model import ImageSafetyModel
 
-    assert tuple(TextModerationModel.outputs) == text.OUTPUTS and tuple(TextModerationModel.inputs) == (text.INPUT,)
+    for model in (TextModerationModel, TextSemanticModel):
+        assert tuple(model.outputs) == text.OUTPUTS and tuple(model.inputs) == (text.INPUT,)
+    assert (TextModerationModel.name, TextSemanticModel.name) == text.MODEL_NAMES
     assert tuple(ImageSafetyModel.outputs) == vision.OUTPUTS and tuple(ImageSafetyModel.inputs) == (vision.INPUT,)
     assert tuple(OcrModel.outputs) == ocr.OUTPUTS and tuple(OcrModel.inputs) == (ocr.INPUT,)

@@ -25,7 +25,7 @@ def test_shipped_policies_and_tenants_load() -> None:
 @pytest.mark.parametrize("body, key, problem", [
     ("name: p\nversion: '1'\ncategories: {hate: {review: 0.9, block: 0.5}}\n", "categories.hate", "must not be above block"),
     ("name: p\nversion: '1'\ncategories: {hate: {block: 1.5}}\n", "categories.hate", "between 0 and 1"),
-    ("name: p\nversion: '1'\ncategories: {gore: {block: 0.5}}\n", "<top level>", "categories.gore is not a taxonomy category"),
+    ("name: p\nversion: '1'\ncategories: {gore: {block: 0.5}}\n", "categories.gore", "not a taxonomy category"),
     ("name: p\nversion: '1'\nfailure: {vision: maybe}\n", "failure.vision", "must be one of ['open', 'closed']"),
     ("name: p\nversion: '1'\nblocklist: {custom: {brand: {terms: []}}}\n", "blocklist.custom.brand", "at least one term"),
     ("name: other\nversion: '1'\n", "name", "must equal the file name"),

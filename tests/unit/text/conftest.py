@@ -9,12 +9,13 @@ import pytest
 
 from services.common.serving.model_repository import DEFAULT_ROOT, ModelNotFoundError, find_model
 from services.common.serving.onnx_session import SessionOptions
-from services.text.model import SPAM_MODEL, TOXICITY_MODEL, TextModerationModel
+from services.text.model import FAST_HEADS, SPAM_MODEL, TFIDF_MODEL, TOXICITY_MODEL, TextModerationModel
+from services.text.semantic import EMBEDDING_MODEL, SEMANTIC_HEADS, TextSemanticModel
 
 
 @pytest.fixture(scope="session")
 def repository_root() -> Path:
-    for name in (TOXICITY_MODEL, SPAM_MODEL):
+    for name in (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, FAST_HEADS, EMBEDDING_MODEL, SEMANTIC_HEADS):
         try:
             find_model(name, root=DEFAULT_ROOT)
         except ModelNotFoundError as error:
@@ -26,5 +27,12 @@ def repository_root() -> Path:
 @pytest.fixture(scope="session")
 def text_model(repository_root: Path) -> TextModerationModel:
     model = TextModerationModel(repository_root, SessionOptions(intra_op_threads=1))
+    model.warmup()
+    return model
+
+
+@pytest.fixture(scope="session")
+def semantic_model(repository_root: Path, text_model: TextModerationModel) -> TextSemanticModel:
+    model = TextSemanticModel(repository_root, SessionOptions(intra_op_threads=1), fast=text_model)
     model.warmup()
     return model

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from services.common.contracts import text as contract
 from services.common.errors import InvalidInputError
 from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.text.model import TextModerationModel
@@ -24,17 +25,27 @@ def matches(output: dict[str, np.ndarray], index: int) -> list[dict[str, Any]]:
 
 def test_output_shapes_and_types(text_model: TextModerationModel) -> None:
     out = text_model.infer(batch("hello", "world", ""))
-    assert set(out) == {"TOXICITY", "SPAM", "MATCHES"}
-    assert out["TOXICITY"].shape == out["SPAM"].shape == out["MATCHES"].shape == (3, 1)
-    assert out["TOXICITY"].dtype == out["SPAM"].dtype == np.float32
+    assert set(out) == {spec.name for spec in contract.OUTPUTS}
+    assert all(out[name].shape == (3, 1) for name in out)
+    assert all(out[name].dtype == np.float32 for name in (*contract.SCORE_OUTPUTS, "TARGET"))
     assert out["MATCHES"].dtype == object and isinstance(out["MATCHES"][0, 0], bytes)
+    assert all(contract.decode_row({k: v[i] for k, v in out.items()}) for i in range(3))
 
 
-def test_toxic_sentence_scores_high_and_benign_low(text_model: TextModerationModel) -> None:
+def test_insult_scores_high_and_benign_low(text_model: TextModerationModel) -> None:
     out = text_model.infer(batch("You are a fucking idiot, shut up you stupid bitch",
                                  "Thanks for the lovely dinner, see you tomorrow at the station"))
-    assert out["TOXICITY"][0, 0] > 0.5
-    assert out["TOXICITY"][1, 0] < 0.5
+    assert out["HARASSMENT"][0, 0] > 0.5
+    assert max(float(out[name][1, 0]) for name in contract.SCORE_OUTPUTS) < 0.5
+
+
+def test_evidence_cites_the_rule_span_and_target_is_set(text_model: TextModerationModel) -> None:
+    text = "ok youareanidiot"
+    out = text_model.infer(batch(text))
+    spans = [e for e in json.loads(out["EVIDENCE"][0, 0]) if e["category"] == "harassment"]
+    assert spans and spans[0]["source"] == "rule:insult_you"
+    assert text[spans[0]["start"]:spans[0]["end"]] == "youareanidiot"
+    assert out["TARGET"][0, 0] == 1.0
 
 
 def test_obvious_sms_spam_scores_high(text_model: TextModerationModel) -> None:
@@ -58,7 +69,7 @@ def test_matches_carry_original_offsets(text_model: TextModerationModel) -> None
 
 def test_obfuscated_english_is_scored_and_matched(text_model: TextModerationModel) -> None:
     out = text_model.infer(batch("ｆｕｃｋ you, you piece of sh1t"))
-    assert out["TOXICITY"][0, 0] > 0.5
+    assert out["HARASSMENT"][0, 0] > 0.5
     assert {h["text"] for h in matches(out, 0)} >= {"ｆｕｃｋ", "sh1t"}
 
 
@@ -67,13 +78,14 @@ def test_batch_order_is_preserved(text_model: TextModerationModel) -> None:
     together = text_model.infer(batch(*texts))
     for index, text in enumerate(texts):
         alone = text_model.infer(batch(text))
-        assert together["TOXICITY"][index, 0] == pytest.approx(alone["TOXICITY"][0, 0], abs=1e-6)
+        for name in contract.SCORE_OUTPUTS:
+            assert together[name][index, 0] == pytest.approx(alone[name][0, 0], abs=1e-6)
         assert together["MATCHES"][index, 0] == alone["MATCHES"][0, 0]
 
 
 def test_empty_batch(text_model: TextModerationModel) -> None:
     out = text_model.infer({"TEXT": np.empty((0, 1), dtype=object)})
-    assert out["TOXICITY"].shape == out["SPAM"].shape == out["MATCHES"].shape == (0, 1)
+    assert all(value.shape == (0, 1) for value in out.values())
 
 
 def test_invalid_utf8_names_the_item(text_model: TextModerationModel) -> None:
@@ -96,7 +108,8 @@ def test_malformed_inputs_are_rejected(text_model: TextModerationModel, inputs: 
 
 def test_model_files_report_versions_and_hashes(text_model: TextModerationModel) -> None:
     files = {f.name: f for f in text_model.model_files()}
-    assert set(files) == {"toxicity_en", "spam_en", "lexicon"}
+    assert set(files) == {"toxicity_en", "spam_en", "tfidf_en", "text_heads_fast", "lexicon", "context_rules",
+                          "spam_signals"}
     assert all(len(files[n].sha256) == 64 for n in files)
     assert files["lexicon"].version == text_model.lexicon.version
 
@@ -113,6 +126,6 @@ def test_custom_lexicon(repository_root: Any) -> None:
 
 def test_contract_metadata(text_model: TextModerationModel) -> None:
     assert (text_model.name, text_model.version, text_model.platform, text_model.max_batch_size) == (
-        "text_moderation", "1", "auditmesh_text_pipeline", 64)
+        "text_moderation", "2", "auditmesh_text_pipeline", 64)
     assert [s.name for s in text_model.inputs] == ["TEXT"]
-    assert [s.name for s in text_model.outputs] == ["TOXICITY", "SPAM", "MATCHES"]
+    assert tuple(text_model.outputs) == contract.OUTPUTS

@@ -97,3 +97,12 @@ def test_default_lexicon_loads_the_chinese_lists() -> None:
     lexicon = Lexicon.load()
     assert ("violence", "弄死你") in _hits(lexicon, "我今天就弄死你")
     assert _hits(lexicon, "手机巴士这个网站还能上吗") == []
+
+
+def test_two_latin_initials_in_english_text_are_not_a_pinyin_hit() -> None:
+    """Regression: "I'll" held the initials "ll" of 裸聊 (sexual, severity 3), so English text was flagged."""
+    from services.common.text_match.zh_pinyin import find_pinyin, term_syllables
+
+    assert find_pinyin("i'll be there at five", term_syllables("裸聊"), initials=True) == []
+    assert find_pinyin("ll 你来吗", term_syllables("裸聊"), initials=True) == [(0, 2)]
+    assert find_pinyin("nmsl", term_syllables("你妈死了"), initials=True) == [(0, 4)]

@@ -100,14 +100,15 @@ async def test_put_diff_activate_rollback(admin: Admin) -> None:
 
 async def test_scoped_key_acts_only_on_its_tenants(admin: Admin) -> None:
     stub = admin.stub
-    await stub.PutVersion(apb.PutVersionRequest(kind=apb.POLICY, name="default", content=policy_yaml("default", "2")),
+    # A scoped key stores versions of its tenants only ("a:<id>"; tests/security/test_admin_scoped_keys.py).
+    await stub.PutVersion(apb.PutVersionRequest(kind=apb.POLICY, name="default", content=policy_yaml("default", "a:2")),
                           metadata=key(SCOPED_KEY))
-    code, message = await code_of(stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="2"),
+    code, message = await code_of(stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="a:2"),
                                                 metadata=key(SCOPED_KEY)))
     assert code == grpc.StatusCode.PERMISSION_DENIED and "not on all tenants" in message
-    own = await stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="2", tenant="a"),
+    own = await stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="a:2", tenant="a"),
                               metadata=key(SCOPED_KEY))
-    assert own.tenant == "a" and own.version == "2"
+    assert own.tenant == "a" and own.version == "a:2"
     tenants = apb.GetVersionRequest(kind=apb.TENANTS)
     assert (await code_of(stub.GetVersion(tenants, metadata=key(SCOPED_KEY))))[0] == grpc.StatusCode.PERMISSION_DENIED
 

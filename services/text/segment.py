@@ -1,0 +1,91 @@
+"""Splitting unspaced English ("youareanidiot") into words before matching and scoring, offsets kept.
+
+wordninja (MIT; an English Wikipedia unigram model) proposes the split. A token is split only when it
+is not itself a word of that vocabulary, is at least `MIN_LENGTH` letters, every piece is a real word
+(two letters or more, or "i"/"a"/"u"), and at least one piece is a function word (a pronoun,
+auxiliary or determiner): concatenated abuse is addressed speech ("gokillyourself"), while a place
+name such as "penistone" splits into content words only and is left alone.
+
+The result is a `NormalizedText` whose inserted spaces map to the position of the following letter,
+so lexicon matches found in it still report spans of the original text; the lexicon's word-boundary
+filter then sees the cuts, so a term straddling a cut is not matched.
+
+Example::
+
+    >>> segment(normalize("youareanidiot")).text
+    'you are an idiot'
+    >>> segment(normalize("penistone and classic")).text
+    'penistone and classic'
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from services.common.text_match.normalize import NormalizedText
+
+__all__ = ["FUNCTION_WORDS", "MIN_LENGTH", "segment", "split_token"]
+
+MIN_LENGTH = 6
+FUNCTION_WORDS = frozenset({
+    "i", "you", "u", "he", "she", "we", "they", "it", "me", "him", "her", "us", "them", "my", "your", "ur",
+    "his", "our", "their", "yourself", "myself", "himself", "herself", "themselves", "are", "is", "am", "was",
+    "be", "will", "go", "just", "so", "such", "a", "an", "the", "and", "to", "of", "should", "can", "do",
+    "don't", "not", "no", "re", "all", "off", "up", "get", "now",
+})
+_SHORT_WORDS = frozenset({"i", "a", "u"})
+_LETTERS = re.compile(r"[a-z]+")
+
+
+@lru_cache(maxsize=1)
+def _model() -> tuple[object, frozenset[str]]:
+    import wordninja  # imported lazily: it reads its word list (about 70 ms) on first use
+
+    model = wordninja.DEFAULT_LANGUAGE_MODEL
+    return model, frozenset(model._wordcost)
+
+
+@lru_cache(maxsize=16384)
+def split_token(token: str) -> tuple[str, ...]:
+    """The pieces of one lower-case letter token, or `(token,)` when it should stay whole."""
+    if len(token) < MIN_LENGTH:
+        return (token,)
+    model, vocabulary = _model()
+    if token in vocabulary:
+        return (token,)
+    pieces = tuple(model.split(token))  # type: ignore[attr-defined]
+    if (len(pieces) < 2 or "".join(pieces) != token
+            or any(p not in vocabulary or (len(p) < 2 and p not in _SHORT_WORDS) for p in pieces)
+            or not any(p in FUNCTION_WORDS for p in pieces)):
+        return (token,)
+    return pieces
+
+
+def segment(text: NormalizedText) -> NormalizedText:
+    """`text` with unspaced runs split into words (see the module docstring); unchanged if none are."""
+    pieces: list[str] = []
+    offsets: list[int] = []
+    position = 0
+    changed = False
+    for match in _LETTERS.finditer(text.text):
+        words = split_token(match.group())
+        if len(words) == 1:
+            continue
+        changed = True
+        pieces.append(text.text[position:match.start()])
+        offsets.extend(text.offsets[position:match.start()])
+        cursor = match.start()
+        for index, word in enumerate(words):
+            if index:
+                pieces.append(" ")
+                offsets.append(text.offsets[cursor])
+            pieces.append(word)
+            offsets.extend(text.offsets[cursor:cursor + len(word)])
+            cursor += len(word)
+        position = match.end()
+    if not changed:
+        return text
+    pieces.append(text.text[position:])
+    offsets.extend(text.offsets[position:])
+    return NormalizedText("".join(pieces), tuple(offsets), text.original)

@@ -1,0 +1,100 @@
+"""The semantic text model `text_semantic` (profile accurate): the fast path plus MiniLM-L6 and its heads.
+
+KServe v2 tensors: contract v2 (`services.common.contracts.text`), the same as `text_moderation`.
+
+Per batch: the fast path runs (`TextModerationModel.score`: lexicon, context rules, cheap features,
+fast heads); the segmented normalised texts are embedded with MiniLM-L6 in one `session.run`
+(`services.text.embedding`); the semantic heads (`text_heads_semantic`) read
+[embedding (384), fast-head logits (7), structured cheap features] and give the seven calibrated
+scores. Evidence for a category without a rule or lexicon hit is the strongest run of tokens by their
+exact contribution to the head's logit.
+
+Example::
+
+    model = TextSemanticModel(Path("model_repository"), SessionOptions(intra_op_threads=1))
+    out = model.infer({"TEXT": np.array([[b"I'll be outside your office at five"]], dtype=object)})
+    float(out["VIOLENCE"][0, 0])   # high: a threat without a keyword
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from services.common.contracts import text as contract
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
+from services.common.serving.model_repository import find_model
+from services.common.serving.onnx_session import SessionOptions
+from services.common.text_match.lexicon import Lexicon
+from services.text.embedding import DIMENSION, SentenceEmbedder
+from services.text.evidence import EVIDENCE_MIN, token_span
+from services.text.heads import Heads
+from services.text.model import TextModerationModel, _model_file, decode_texts, encode_outputs
+
+__all__ = ["EMBEDDING_MODEL", "SEMANTIC_HEADS", "TextSemanticModel", "logits"]
+
+EMBEDDING_MODEL = "minilm_l6"
+SEMANTIC_HEADS = "text_heads_semantic"
+_CLIP = 1e-6
+
+
+def logits(scores: np.ndarray) -> np.ndarray:
+    """log(p / (1 - p)), clipped: the fast heads' scores as semantic-head features."""
+    clipped = np.clip(scores.astype(np.float64), _CLIP, 1 - _CLIP)
+    return np.asarray(np.log(clipped / (1 - clipped)), dtype=np.float32)
+
+
+class TextSemanticModel:
+    """Implements `services.common.serving.model_api.ServedModel` (see the module docstring)."""
+
+    name = contract.SEMANTIC_MODEL_NAME
+    version = "1"
+    platform = "auditmesh_text_pipeline"
+    max_batch_size = 64
+    inputs: Sequence[TensorSpec] = (contract.INPUT,)
+    outputs: Sequence[TensorSpec] = contract.OUTPUTS
+
+    def __init__(self, repository_root: Path, session_options: SessionOptions, lexicon: Lexicon | None = None,
+                 *, fast: TextModerationModel | None = None) -> None:
+        """Open MiniLM and the semantic heads; `fast` shares an already-open fast model."""
+        root = Path(repository_root)
+        self.fast = fast or TextModerationModel(root, session_options, lexicon)
+        self._embedder = SentenceEmbedder(find_model(EMBEDDING_MODEL, root=root), session_options)
+        self._heads = Heads(find_model(SEMANTIC_HEADS, root=root), session_options)
+        expected = DIMENSION + len(contract.CATEGORIES) + len(self.fast.analyzer.names)
+        if self._heads.n_features != expected:
+            raise ValueError(f"{SEMANTIC_HEADS}: expects {self._heads.n_features} features, the model gives "
+                             f"{expected}; run `make models`")
+
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""
+        texts = decode_texts(inputs, max_batch_size=self.max_batch_size)
+        fast = self.fast.score(texts)
+        embeddings = self._embedder.embed([a.segmented.text for a in fast.analyses])
+        structured = (np.stack([a.features for a in fast.analyses]) if fast.analyses
+                      else np.zeros((0, len(self.fast.analyzer.names)), np.float32))
+        features = np.hstack([embeddings.vectors, logits(fast.scores), structured]).astype(np.float32)
+        scores = self._heads.predict(features)
+        fallbacks: list[dict[int, tuple[int, int, str]]] = [{} for _ in texts]
+        for column in range(scores.shape[1]):
+            flagged = np.flatnonzero(scores[:, column] >= EVIDENCE_MIN)
+            if not flagged.size:
+                continue
+            contributions = embeddings.token_contributions(self._heads.weights[:DIMENSION, column])
+            for index in flagged:
+                span = token_span(contributions[index], embeddings.offsets[index], fast.analyses[index].segmented)
+                if span is not None:
+                    fallbacks[index][column] = (span[0], span[1], "head:tokens")
+        return encode_outputs(fast.analyses, scores, fallbacks)
+
+    def warmup(self) -> None:
+        """Run the fast model's warm-up batch through this model."""
+        self.fast.warmup()
+        self.infer({"TEXT": np.array([[b"see you tomorrow"], [b"i know where you live"]], dtype=object)})
+
+    def model_files(self) -> Sequence[ModelFile]:
+        """The fast model's files plus MiniLM and the semantic heads."""
+        return [*self.fast.model_files(), _model_file(self._embedder.entry), _model_file(self._heads.entry)]

@@ -1,0 +1,65 @@
+"""Tests for services/text/semantic.py and embedding.py: batched equals unbatched, pooling, evidence."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from services.common.contracts import text as contract
+from services.text.semantic import TextSemanticModel, logits
+
+TEXTS = ["I'll be outside your office at five, come alone", "see you at the station tomorrow",
+         "youareanidiot", "Congratulations! You won an iPhone, claim at bit.ly/x", ""]
+
+
+def batch(*texts: str) -> dict[str, np.ndarray]:
+    return {"TEXT": np.array([[t.encode("utf-8")] for t in texts], dtype=object)}
+
+
+def test_serves_the_contract(semantic_model: TextSemanticModel) -> None:
+    out = semantic_model.infer(batch(*TEXTS))
+    assert set(out) == {spec.name for spec in contract.OUTPUTS} and all(v.shape == (len(TEXTS), 1) for v in out.values())
+    assert semantic_model.name == "text_semantic"
+
+
+def test_batched_equals_unbatched(semantic_model: TextSemanticModel) -> None:
+    together = semantic_model.infer(batch(*TEXTS))
+    for index, text in enumerate(TEXTS):
+        alone = semantic_model.infer(batch(text))
+        for name in contract.SCORE_OUTPUTS:
+            assert together[name][index, 0] == pytest.approx(alone[name][0, 0], abs=1e-4), (text, name)
+        assert together["MATCHES"][index, 0] == alone["MATCHES"][0, 0]
+
+
+def test_embeddings_are_unit_length_and_contributions_sum_to_the_dot_product(semantic_model: TextSemanticModel) -> None:
+    embedded = semantic_model._embedder.embed(TEXTS[:3])
+    assert embedded.vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(embedded.vectors, axis=1), 1.0, atol=1e-5)
+    weights = np.linspace(-1, 1, 384).astype(np.float32)
+    assert np.allclose(embedded.token_contributions(weights).sum(axis=1), embedded.vectors @ weights, atol=1e-4)
+
+
+def test_padding_does_not_change_an_embedding(semantic_model: TextSemanticModel) -> None:
+    short = semantic_model._embedder.embed(["hi"]).vectors[0]
+    padded = semantic_model._embedder.embed(["hi", "a much longer sentence that forces padding of the first"]).vectors[0]
+    assert np.allclose(short, padded, atol=1e-5)
+
+
+def test_threat_without_keyword_scores_higher_than_a_benign_plan(semantic_model: TextSemanticModel) -> None:
+    out = semantic_model.infer(batch("I know where you live. Watch your back.", "see you at the station tomorrow"))
+    assert out["VIOLENCE"][0, 0] > 0.5 > out["VIOLENCE"][1, 0]
+
+
+def test_flagged_categories_cite_spans_inside_the_text(semantic_model: TextSemanticModel) -> None:
+    out = semantic_model.infer(batch(*TEXTS))
+    for index, text in enumerate(TEXTS):
+        for span in json.loads(out["EVIDENCE"][index, 0]):
+            assert 0 <= span["start"] < span["end"] <= len(text) and span["score"] >= 0.5
+            assert span["source"].startswith(("rule:", "lexicon:", "head:"))
+
+
+def test_logits_are_clipped() -> None:
+    assert np.isfinite(logits(np.array([0.0, 0.5, 1.0], np.float32))).all()
+    assert logits(np.array([0.5], np.float32))[0] == pytest.approx(0.0)
