@@ -49,7 +49,8 @@ def comparable(response: pb.ModerateResponse) -> tuple[object, ...]:
 
 
 def test_repeats_are_cached_per_tenant_and_a_policy_activation_invalidates(cached_router: Mesh) -> None:
-    with grpc.insecure_channel(cached_router.address("router")) as channel:
+    with grpc.insecure_channel(cached_router.address("router")) as channel, \
+            grpc.insecure_channel(cached_router.admin_address) as admin_channel:  # PolicyAdmin: its own port
         call(channel, "warm up the text model versions", KEY_A, "warm")  # the router learns the model versions
         first = call(channel, TEXT, KEY_A, "first")
         second = call(channel, TEXT, KEY_A, "second")
@@ -67,7 +68,7 @@ def test_repeats_are_cached_per_tenant_and_a_policy_activation_invalidates(cache
         other = call(channel, TEXT, KEY_B, "other-tenant")  # tenant-b: same text, same policy version
         assert not other.cached and other.policy_version == first.policy_version
 
-        admin = apb_grpc.PolicyAdminStub(channel)
+        admin = apb_grpc.PolicyAdminStub(admin_channel)
         document = yaml.safe_load((CONFIG_DIR / "policies" / "strict.yaml").read_text(encoding="utf-8"))
         document["version"] = "cache-test-2"
         admin.PutVersion(apb.PutVersionRequest(kind=apb.POLICY, name="strict", content=yaml.safe_dump(document),
