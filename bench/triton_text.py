@@ -10,7 +10,8 @@ batcher, max_queue_delay 0, the same max batch size, one model instance). Each i
 same machine, and both run for the whole benchmark (an idle one costs next to nothing).
 
 `--via direct` (default): open-loop Poisson load of single-text KServe ModelInfer calls to the service
-(`bench.unbatched_target.UnbatchedSender`, chat lines from bench/payloads.py): the service and its
+(`DirectTextSender`: the text contract's input and the outputs the router reads, chat lines from
+bench/payloads.py, the mesh's internal secret, which Triton ignores): the service and its
 batcher alone. `--via router`: one Moderate per text through a router in front of each (the mesh's
 path; the router's CPU then weighs on both alike). Knees per target on one rate ladder, interleaved
 step by step, median P99 over the repeats (`bench.paired`); the ratio ours/Triton of the knees at the
@@ -30,9 +31,12 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Sequence
 
 import grpc
+import numpy as np
 import tritonclient.grpc.aio as triton_aio
+from tritonclient.grpc import InferInput, InferRequestedOutput
+from tritonclient.utils import InferenceServerException
 
-from bench.loadgen import Sender, poisson_arrivals, run_open_loop
+from bench.loadgen import Arrival, Sender, poisson_arrivals, run_open_loop
 from bench.machine import machine
 from bench.paired import LadderPlan, paired_knees
 from bench.payloads import BenchInputs
@@ -41,11 +45,32 @@ from bench.side_router import side_router
 from bench.stats import ratio, status_counts, summarize_ms
 from bench.tenants import BenchTenant, tenants_yaml
 from bench.triton_side import triton_server
-from bench.unbatched_target import UnbatchedSender
+from services.common.contracts import text as text_contract
 from services.launcher import MODALITIES, Mesh, free_base_port
 
 TENANT = BenchTenant("chat", "realtime")
 TARGETS = ("auditmesh", "triton")
+
+
+class DirectTextSender:
+    """`bench.loadgen.Sender`: one `text_moderation` ModelInfer per arrival, as the router calls it."""
+
+    def __init__(self, client: triton_aio.InferenceServerClient, inputs: BenchInputs, deadline_s: float) -> None:
+        self._client = client
+        self._texts = inputs.pool("text")
+        self._deadline_s = deadline_s
+        self._outputs = [InferRequestedOutput(name) for name in text_contract.ROUTER_OUTPUTS]
+        self._headers = dict(Mesh.internal_metadata())
+
+    async def __call__(self, arrival: Arrival) -> str:
+        tensor = InferInput(text_contract.INPUT.name, [1, 1], "BYTES")
+        tensor.set_data_from_numpy(np.array([[self._texts[arrival.index % len(self._texts)]]], dtype=np.object_))
+        try:
+            await self._client.infer(text_contract.MODEL_NAME, [tensor], outputs=self._outputs,
+                                     client_timeout=self._deadline_s, headers=self._headers)
+        except InferenceServerException as error:
+            return str(error.status() or "UNKNOWN").removeprefix("StatusCode.")
+        return "OK"
 
 
 async def run_step(sender: Sender, rate_rps: float, duration_s: float, seed: int) -> dict[str, Any]:
@@ -84,7 +109,7 @@ async def senders(args: argparse.Namespace, workdir: Path, ours: Mesh, triton: s
         clients = {"auditmesh": triton_aio.InferenceServerClient(ours.address("text")),
                    "triton": triton_aio.InferenceServerClient(triton)}
         try:
-            yield {name: UnbatchedSender({"text": client}, inputs, deadlines_s=deadlines) for name, client in clients.items()}
+            yield {name: DirectTextSender(client, inputs, deadlines["text"]) for name, client in clients.items()}
         finally:
             for client in clients.values():
                 await client.close()
