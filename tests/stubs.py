@@ -150,20 +150,6 @@ def tenants_yaml(tenants: Sequence[tuple[str, str, Sequence[str]]], version: str
     for tenant_id, key, policies in tenants:
         lines.append(f"  - {{id: {tenant_id}, api_key_sha256: {hash_key(key)}, policies: {list(policies)!r}}}")
     return "\n".join(lines) + "\n"
-# --- Batching fakes (the batch loop's contract tests, the batcher's and the scheduler's) ----------------
-
-
-@dataclass
-class FakeClock:
-    """A monotonic clock that moves only when told to (`advance`, or set `now`)."""
-
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @dataclass
@@ -211,6 +197,24 @@ def png_declaring(width: int, height: int) -> bytes:
     header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
     row = zlib.compress(b"\0" * (1 + (width + 7) // 8))
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
+
+
+# --- Batching fakes (the batch loop's contract tests, the batcher's and the scheduler's) ----------------
+
+
+@dataclass
+class FakeClock:
+    """A monotonic clock that moves only when told to (`advance`, or set `now`)."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class GatedBatchRun(Generic[V]):
     """A `run_batch` that records each batch's values, then waits for `release` (set at first) and
     'takes' `duration` on the fake clock; each result is `value * 10` (an int) or `str(value)`.

@@ -9,6 +9,7 @@ Telemetry hooks: when tracing is on (`services.common.tracing.telemetry`) the Op
 interceptor goes first in the interceptor chain; when `server.metrics_listen` is set and a registry is
 given, a `/metrics` endpoint serves it from `start` to `stop`.
 
+Undecodable request messages are answered INVALID_ARGUMENT (`services.common.request_decoding`).
 Transport: with `server.tls` set the port is TLS (mTLS when `client_ca_file` is set), and the
 certificate files are re-read when they change (`services.common.tls`); without it, plaintext.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Collection, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -26,6 +27,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
 
 from services.common.metrics import MetricsServer
+from services.common.request_decoding import DecodeGuard
 from services.common.service_config import ServerConfig
 from services.common.tls import server_credentials
 from services.common.tracing.telemetry import server_interceptors
@@ -69,7 +71,8 @@ class GrpcService:
                  on_serving_change: Callable[[bool], None] | None = None,
                  on_close: Sequence[Callable[[], Awaitable[None]]] = (),
                  interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-                 metrics_registry: CollectorRegistry | None = None) -> None:
+                 metrics_registry: CollectorRegistry | None = None,
+                 tolerant_streams: Collection[str] = ()) -> None:
         self.name = name
         self.config = config
         self._service_names = list(service_names)
@@ -77,6 +80,9 @@ class GrpcService:
         self._on_serving_change = on_serving_change
         self._on_close = list(on_close)
         self._interceptors = list(interceptors)
+        # Last: it wraps the servicers' own handlers (an undecodable request is INVALID_ARGUMENT;
+        # on `tolerant_streams` the servicer answers it and the stream goes on).
+        self._decode_guard = DecodeGuard(tolerant_streams)
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._stopped = asyncio.Event()
@@ -88,7 +94,7 @@ class GrpcService:
 
     async def start(self) -> int:
         """Bind, register services, mark SERVING. Returns the bound port (useful with port 0)."""
-        interceptors = [*server_interceptors(), *self._interceptors]
+        interceptors = [*server_interceptors(), *self._interceptors, self._decode_guard]
         server = grpc.aio.server(options=server_options(self.config), interceptors=interceptors,
                                  maximum_concurrent_rpcs=self.config.max_concurrent_rpcs or None)
         self._register(server)

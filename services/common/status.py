@@ -52,6 +52,11 @@ QUEUE_FULL_RETRY_S = 0.1
 #: Longest error message sent to a caller: messages may quote client input, which must not make the
 #: error response itself too large.
 MAX_MESSAGE_CHARS = 512
+#: ... and in UTF-8 bytes: gRPC sends the message percent-encoded in a trailer (8 KiB of metadata by
+#: default), so 512 characters of non-ASCII text must not come near that.
+MAX_MESSAGE_BYTES = 1000
+#: Longest piece of a client's string quoted in a message (`quoted`).
+MAX_QUOTED_CHARS = 64
 
 
 def status_for(error: BaseException) -> grpc.StatusCode | None:
@@ -79,10 +84,32 @@ def retry_after_s(error: BaseException) -> float | None:
 
 
 def bounded(message: str) -> str:
-    """`message` cut to MAX_MESSAGE_CHARS (with a marker), so echoed input cannot blow up a response."""
-    if len(message) <= MAX_MESSAGE_CHARS:
+    """`message` cut to MAX_MESSAGE_CHARS characters and MAX_MESSAGE_BYTES UTF-8 bytes (with a marker),
+    so echoed input cannot blow up a response.
+
+    Example::
+
+        len(bounded("é" * 10_000).encode())   # <= 1000
+    """
+    if len(message) <= MAX_MESSAGE_CHARS and len(message.encode("utf-8", "replace")) <= MAX_MESSAGE_BYTES:
         return message
-    return message[:MAX_MESSAGE_CHARS] + f"... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
+    marker = f"... ({len(message)} characters in all)"
+    budget = MAX_MESSAGE_BYTES - len(marker)
+    cut = message[:MAX_MESSAGE_CHARS].encode("utf-8", "replace")[:budget].decode("utf-8", "ignore")
+    return cut + marker
+
+
+def quoted(value: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """`repr(value)` of at most `limit` characters of it, saying how long it was if cut: for echoing a
+    client's string (a name, an id) inside a message.
+
+    Example::
+
+        quoted("x" * 1000, limit=3)   # "'xxx'... (1000 characters)"
+    """
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def describe(error: BaseException, log: logging.Logger) -> tuple[grpc.StatusCode, str]:
@@ -139,5 +166,5 @@ def _is_abort(error: BaseException) -> bool:
     return type(error).__name__ == "AbortError" and type(error).__module__.startswith("grpc")
 
 
-__all__ = ["MAX_MESSAGE_CHARS", "QUEUE_FULL_RETRY_S", "STATUS_TABLE", "abort", "bounded", "call_status", "code_for",
+__all__ = ["MAX_MESSAGE_BYTES", "MAX_MESSAGE_CHARS", "MAX_QUOTED_CHARS", "QUEUE_FULL_RETRY_S", "quoted", "STATUS_TABLE", "abort", "bounded", "call_status", "code_for",
            "describe", "retry_after_s", "status_for", "status_with_retry"]

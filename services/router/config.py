@@ -30,6 +30,7 @@ from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
 from services.common.placement import Placement
 from services.common.service_config import ServerConfig, server_from_env
+from services.common.serving.modality_config import ModalityServiceConfig, ServingLimits
 from services.common.tls_config import ClientTlsConfig, client_tls_from_env
 from services.router.control.admin_auth import AdminKey
 from services.router.control.canary import RollbackBounds
@@ -63,6 +64,11 @@ class Upstream:
     model_version: str = ""
     semantic_model: str = ""
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    #: The modality service's own config file, whose `limits` section says what one ModelInfer may
+    #: carry (the one source of truth; "" = `<modality>.yaml` beside the router's file). Read at start.
+    service_config: str = ""
+    #: Only for an upstream without such a file (a Triton server): its limits, stated here instead.
+    limits: ServingLimits | None = None
 
     def __post_init__(self) -> None:
         host, sep, port = self.url.rpartition(":")
@@ -93,6 +99,10 @@ class RequestLimits:
     max_image_bytes: int = 10 * 1024 * 1024
     max_image_side: int = 8192
     max_image_pixels: int = 40_000_000
+    #: Item.metadata (stored in the audit log with each decision): entries, and characters per key and value.
+    max_metadata_entries: int = 32
+    max_metadata_key_chars: int = 64
+    max_metadata_value_chars: int = 1024
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -183,8 +193,14 @@ class RouterConfig:
 
 
 def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
-    """Load `path`, select the lane (`lane`, else AUDITMESH_LANE, else the first one), then apply the
-    environment overrides. ConfigError for an unknown lane."""
+    """Load `path`, select the lane (`lane`, else AUDITMESH_LANE, else the first one), apply the
+    environment overrides, then read each upstream's limits from its service's config file and check
+    that the router's own limits fit them (`upstream_limits`). ConfigError for an unknown lane or
+    limits that do not agree, naming the file and the key."""
+    return with_upstream_limits(_load(path, lane), path)
+
+
+def _load(path: Path, lane: str | None) -> RouterConfig:
     config = load_yaml_file(path, RouterConfig)
     env = os.environ
     try:
@@ -216,3 +232,53 @@ def load_router_config(path: Path, lane: str | None = None) -> RouterConfig:
                        allow_demo_keys=config.allow_demo_keys or env.get(ENV_ALLOW_DEMO_KEYS, "").lower() in ("1", "true", "yes"))
     except ValueError as error:  # an override that does not validate (e.g. admin port = public port)
         raise ConfigError(str(path), "environment", str(error)) from None
+
+
+def _service_limits(modality: str, upstream: Upstream, router_file: Path) -> tuple[ServingLimits, str]:
+    """An upstream's limits and the file they come from (see `Upstream.service_config`)."""
+    where = f"upstreams.{modality}"
+    configured = Path(upstream.service_config) if upstream.service_config else router_file.parent / f"{modality}.yaml"
+    if upstream.service_config and not configured.is_absolute() and not configured.exists():
+        configured = router_file.parent / configured  # relative to the router's file, like `<modality>.yaml`
+    if configured.exists():
+        if upstream.limits is not None:
+            raise ConfigError(str(router_file), f"{where}.limits",
+                              f"the {modality} service's limits are in {configured}; state them in one place only")
+        return load_yaml_file(configured, ModalityServiceConfig).limits, str(configured)
+    if upstream.limits is not None:
+        return upstream.limits, f"{router_file} ({where}.limits)"
+    if upstream.service_config:
+        raise ConfigError(str(router_file), f"{where}.service_config", f"{configured} does not exist")
+    return ServingLimits(), f"{configured} (absent: the service's defaults)"
+
+
+def with_upstream_limits(config: RouterConfig, router_file: Path) -> RouterConfig:
+    """`config` with every upstream's `limits` resolved, after checking that what the router accepts
+    fits what each service takes: one item (an image of `limits.max_image_bytes`, a text of
+    `limits.max_text_chars` in UTF-8) within `max_row_bytes`, images within the service's decoding
+    limits, and `scheduling.max_batch_size` rows within `max_rows`. The router also cuts every batch
+    to the service's `max_request_bytes` (services/router/dispatch.py)."""
+    limits = config.limits
+    resolved = {}
+    for modality, upstream in config.upstreams.items():
+        service, source = _service_limits(modality, upstream, router_file)
+        if modality == "text":
+            need, what = 4 * limits.max_text_chars, f"a text of limits.max_text_chars = {limits.max_text_chars} characters (up to 4 UTF-8 bytes each)"
+        else:
+            need, what = limits.max_image_bytes, f"an image of limits.max_image_bytes = {limits.max_image_bytes} bytes"
+        if need > service.max_row_bytes:
+            raise ConfigError(source, "limits.max_row_bytes",
+                              f"{service.max_row_bytes} bytes cannot hold {what}, which {router_file} accepts: raise "
+                              "it, or lower the router's limit")
+        if modality != "text" and (limits.max_image_side > service.max_image_side
+                                   or limits.max_image_pixels > service.max_image_pixels):
+            raise ConfigError(source, "limits.max_image_side",
+                              f"the {modality} service decodes images up to {service.max_image_side} px a side and "
+                              f"{service.max_image_pixels} pixels, less than {router_file} accepts "
+                              f"(limits.max_image_side {limits.max_image_side}, max_image_pixels {limits.max_image_pixels})")
+        if upstream.scheduling.max_batch_size > service.max_rows:
+            raise ConfigError(str(router_file), f"upstreams.{modality}.scheduling.max_batch_size",
+                              f"{upstream.scheduling.max_batch_size} rows per batch is over the {service.max_rows} "
+                              f"the {modality} service takes (limits.max_rows in {source})")
+        resolved[modality] = replace(upstream, limits=service)
+    return replace(config, upstreams=resolved)

@@ -12,6 +12,15 @@ urgent batches first. The downstream call carries a gRPC deadline
 equal to the latest deadline in the batch; each caller still waits only until its own deadline, and a
 caller that gives up leaves the queue at once.
 
+Sizes: every batch is cut to the upstream's `limits.max_request_bytes` (its own config file, read at
+start: services/router/config.py), so big images are sent in several requests instead of one the
+service would refuse. If the service still refuses a batch because of what is in it
+(INVALID_ARGUMENT, or RESOURCE_EXHAUSTED over a size limit), each item is retried alone, so only the
+item at fault fails, with its own INVALID_ARGUMENT / RESOURCE_EXHAUSTED: a refusal caused by the
+request is never a stage failure that the policy would answer fail-open. Stage failures name the
+service and the status code only: never its address, nor the service's message (which may be about
+another caller's item).
+
 Model versions: every row also carries `MODELS_OUTPUT`, the (name, version) pairs of the models that
 produced it, read from the response (the served model's `model_version` and, from our services, the
 `models` response parameter listing the files behind it), so a response names the versions actually
@@ -23,8 +32,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -32,7 +42,11 @@ from opentelemetry.trace import SpanContext
 from tritonclient.grpc import InferInput, InferRequestedOutput
 from tritonclient.utils import InferenceServerException
 
-from services.common.errors import DeadlineExceededError
+from services.common.errors import DeadlineExceededError, InvalidRequestError, LimitExceededError
+from services.common.request_decoding import RateLimitedNote
+from services.common.serving.kserve_codec import BYTES_PREFIX
+from services.common.serving.modality_config import ServingLimits
+from services.common.status import bounded
 from services.common.grpc_server import grpc_options
 from services.common.qos import DEFAULT_CLASSES, QosClass
 from services.common.tracing.spans import batch_span, current_span_context
@@ -42,7 +56,11 @@ from services.common.batch_loop import BatchReport
 from services.router.scheduler import FairScheduler, Requester
 from services.router.upstream_client import UpstreamClient, UpstreamSecurity
 
+log = logging.getLogger(__name__)
+
 Row = dict[str, np.ndarray]
+#: What a batch gives each job: its row, or the error of that item alone.
+RowOrError = Row | Exception
 #: Pseudo output added to every row: a JSON list of [model name, version] pairs.
 MODELS_OUTPUT = "_models"
 #: The ModelInferResponse parameter our modality services fill with the same JSON.
@@ -65,12 +83,29 @@ class ModelUnloadedError(UpstreamError):
 
 
 @dataclass(frozen=True)
-class _Item:
-    """One payload and the span context of the request that queued it (the batch span links to it;
-    request-scoped contextvars reach the batch through the scheduler's loop)."""
+class _Payload:
+    """One item's input for the upstream and the span of the request that queued it."""
 
-    payload: bytes
+    data: bytes
     origin: SpanContext
+
+    @property
+    def nbytes(self) -> int:
+        """What it adds to a request (counted against the byte budget by fair_queue)."""
+        return len(self.data) + BYTES_PREFIX
+
+
+class _Refused(Exception):
+    """The upstream refused a request because of its content (INVALID_ARGUMENT, or over a size limit)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+#: Words of a RESOURCE_EXHAUSTED message that say the request itself was too big (gRPC's own message
+#: limit, or our services' `limits.*`), as against a full queue (an overloaded service).
+_SIZE_MARKERS = ("larger than max", "limits.max_")
 
 
 class ModalityDispatcher:
@@ -90,6 +125,8 @@ class ModalityDispatcher:
                  security: UpstreamSecurity = UpstreamSecurity()) -> None:
         self.modality = modality
         self.upstream = upstream
+        self.limits = upstream.limits or ServingLimits()
+        self._note = RateLimitedNote(log, 5.0)
         self.input_name = input_name
         self.output_names = tuple(output_names)
         options = [*grpc_options(max_message_bytes), *RECONNECT_OPTIONS]
@@ -98,7 +135,11 @@ class ModalityDispatcher:
         self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)], security=security)
                          for qos in qos_classes]
         report = functools.partial(on_batch, modality) if on_batch is not None else None
-        self.scheduler: FairScheduler[Row] = FairScheduler(self._run_batch, config=upstream.scheduling, on_batch=report)
+        scheduling = upstream.scheduling
+        if not scheduling.max_batch_bytes:  # batches fit one request of the upstream
+            scheduling = replace(scheduling, max_batch_bytes=self.limits.max_request_bytes)
+        self.budget_bytes = scheduling.max_batch_bytes
+        self.scheduler: FairScheduler[RowOrError] = FairScheduler(self._run_batch, config=scheduling, on_batch=report)
 
     def start(self) -> None:
         self.scheduler.start()
@@ -114,16 +155,25 @@ class ModalityDispatcher:
 
     async def submit(self, requester: Requester, payloads: Sequence[bytes], deadline: float) -> list[Row]:
         """One output row per payload, or DeadlineExceededError (also raised at once when the deadline
-        cannot be met), QueueFullError, or UpstreamError."""
+        cannot be met), QueueFullError, UpstreamError, or (the item's own fault) LimitExceededError /
+        InvalidRequestError."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DeadlineExceededError(f"deadline exceeded before the {self.modality} stage")
+        origin = current_span_context()  # the request's span: the batch span links back to it
+        jobs = [_Payload(payload, origin) for payload in payloads]
+        for job in jobs:
+            if job.nbytes > self.budget_bytes or len(job.data) > self.limits.max_row_bytes:
+                raise LimitExceededError(f"an input of {len(job.data)} bytes is over what the {self.modality} service "
+                                         f"takes ({min(self.budget_bytes - BYTES_PREFIX, self.limits.max_row_bytes)} bytes)")
         try:
-            origin = current_span_context()  # the request's span: the batch span links back to it
-            items = [_Item(payload, origin) for payload in payloads]
-            return await asyncio.wait_for(self.scheduler.submit(requester, items, deadline), remaining)
+            rows = await asyncio.wait_for(self.scheduler.submit(requester, jobs, deadline), remaining)
         except asyncio.TimeoutError:
             raise DeadlineExceededError(f"deadline exceeded waiting for the {self.modality} stage") from None
+        for row in rows:
+            if isinstance(row, Exception):
+                raise row
+        return [row for row in rows if not isinstance(row, Exception)]
 
     async def describe_models(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
         """(name, version) of the served model and of the files behind it, from KServe ModelConfig.
@@ -148,34 +198,65 @@ class ModalityDispatcher:
                 versions.append((key[len("file:"):], fields.get("version", "")))
         return versions
 
-    async def _run_batch(self, batch: list[Job]) -> list[Row]:
+    async def _run_batch(self, batch: list[Job]) -> list[RowOrError]:
+        """Rows for `batch`; when the upstream refuses it for its content, each item alone (see the
+        module docstring), so that only the item at fault gets the error."""
+        try:
+            return list(await self._infer(batch))
+        except _Refused as refused:
+            if len(batch) == 1:
+                return [_item_error(self.modality, refused)]
+        results = await asyncio.gather(*(self._run_batch([job]) for job in batch))
+        return [result for alone in results for result in alone]
+
+    async def _infer(self, batch: list[Job]) -> list[Row]:
         timeout = max(job.deadline for job in batch) - time.monotonic()
         if timeout <= 0:
             raise DeadlineExceededError(f"deadline exceeded before the {self.modality} call was sent")
         tensor = InferInput(self.input_name, [len(batch), 1], "BYTES")
-        items: list[_Item] = [job.payload for job in batch]
-        tensor.set_data_from_numpy(np.array([[item.payload] for item in items], dtype=np.object_))
+        tensor.set_data_from_numpy(np.array([[job.payload.data] for job in batch], dtype=np.object_))
         outputs = [InferRequestedOutput(name) for name in self.output_names]
         top = min(job.priority for job in batch)
         client = self._clients[min(top, len(self._clients) - 1)]
         try:
-            with batch_span(f"dispatch {self.modality}", [item.origin for item in items],
+            with batch_span(f"dispatch {self.modality}", [job.payload.origin for job in batch],
                             {"auditmesh.upstream": self.modality}):
                 result = await client.infer(self.upstream.model, [tensor], model_version=self.upstream.model_version,
                                             outputs=outputs, client_timeout=timeout, priority=top + 1)
         except InferenceServerException as error:
-            status = str(error.status() or "")
-            if "DEADLINE_EXCEEDED" in status:
-                raise DeadlineExceededError(f"deadline exceeded in the {self.modality} service") from None
-            if "NOT_FOUND" in status:
-                raise ModelUnloadedError(f"{self.modality} service: model {self.upstream.model!r} not loaded (NOT_FOUND)") from None
-            raise UpstreamError(f"{self.modality} service {self.upstream.url} failed: {error.message()}") from None
+            raise self._classify(error, len(batch)) from None
+        del tensor  # the request's copy of the inputs: not kept while the outputs are decoded
         arrays = {name: result.as_numpy(name) for name in self.output_names}
         for name, array in arrays.items():
             if array is None or array.shape[0] != len(batch):
                 raise UpstreamError(f"{self.modality} service returned a malformed {name!r} output")
         models = np.array([models_json(result.get_response())], dtype=np.object_)
         return [{**{name: array[i] for name, array in arrays.items()}, MODELS_OUTPUT: models} for i in range(len(batch))]
+
+    def _classify(self, error: InferenceServerException, size: int) -> Exception:
+        """The error a failed call becomes: the deadline, a refusal of the content, or a stage failure
+        whose reason names the service and the code only (the details go to the log)."""
+        status = str(error.status() or "").rpartition(".")[2] or "UNKNOWN"
+        message = str(error.message() or "")
+        if status == "DEADLINE_EXCEEDED":
+            return DeadlineExceededError(f"deadline exceeded in the {self.modality} service")
+        if status == "NOT_FOUND":
+            return ModelUnloadedError(f"{self.modality} service: model {self.upstream.model!r} not loaded (NOT_FOUND)")
+        if status == "INVALID_ARGUMENT" or (status == "RESOURCE_EXHAUSTED"
+                                            and any(marker in message for marker in _SIZE_MARKERS)):
+            return _Refused(status, message)
+        self._note.note("%s service %s failed a batch of %d: %s: %s", self.modality, self.upstream.url, size, status,
+                        bounded(message))
+        if status == "UNAVAILABLE":
+            return UpstreamError(f"{self.modality} service unavailable (UNAVAILABLE)")
+        if status == "RESOURCE_EXHAUSTED":
+            return UpstreamError(f"{self.modality} service overloaded (RESOURCE_EXHAUSTED)")
+        return UpstreamError(f"{self.modality} service failed ({status})")
+
+def _item_error(modality: str, refused: _Refused) -> Exception:
+    """The error of one item the upstream refused: its own status, with the service's (bounded) reason."""
+    text = f"the {modality} service refused this input: {bounded(str(refused))}"
+    return LimitExceededError(text) if refused.code == "RESOURCE_EXHAUSTED" else InvalidRequestError(text)
 
 
 def parse_warmup(value: str) -> tuple[int, float]:

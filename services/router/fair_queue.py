@@ -5,6 +5,9 @@ Ordering:
 * Strict priority between QoS classes (class 0 first), with a starvation guard: a class whose oldest
   item has waited `starvation_limit_s` gets a share of each batch (`starvation_share`, at least one
   item) ahead of the classes above it, so a flood of high-priority work cannot starve it forever.
+* Batches are cut by bytes as well as by count (`max_bytes`): a job whose payload has an `nbytes`
+  attribute counts that much, so a batch never exceeds what the upstream takes in one request, and
+  big items cannot push small ones into a batch the upstream refuses.
 * Inside a class, fairness between tenants in the spirit of VTC (Sheng et al., OSDI'24): each tenant
   has a virtual counter of the service it received (items / weight); the backlogged tenant with the
   smallest counter is served next. A tenant that becomes backlogged is lifted to the smallest counter
@@ -15,7 +18,7 @@ Example::
 
     queue = FairQueue(starvation_limit_s=0.2)
     queue.push(Job("acme", priority=0, weight=1.0, deadline=now + 1, enqueued=now, payload=b"..."))
-    batch, shed = queue.pop_batch(now, max_items=8, cost=estimate)
+    batch, shed = queue.pop_batch(now, max_items=8, cost=estimate, max_bytes=32 << 20)
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ class Job:
     enqueued: float
     payload: Any = None
     queued: bool = field(default=False, repr=False)
+    #: Bytes this job adds to a batch (a payload's `nbytes`, when it has one; else 0).
+    nbytes: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.nbytes:
+            self.nbytes = int(getattr(self.payload, "nbytes", 0) or 0)
 
 
 @dataclass
@@ -65,11 +74,21 @@ class _Lane:
         heads = [q[0] for q in self.queues.values() if q]
         return min(heads, key=lambda j: j.enqueued) if heads else None
 
-    def pop_fair(self) -> Job | None:
+    def _next_tenant(self) -> str | None:
         tenants = self.backlogged()
         if not tenants:
             return None
-        tenant = min(tenants, key=lambda t: (self.counters.get(t, 0.0), self.queues[t][0].enqueued))
+        return min(tenants, key=lambda t: (self.counters.get(t, 0.0), self.queues[t][0].enqueued))
+
+    def peek_fair(self) -> Job | None:
+        """The job `pop_fair` would return, left queued."""
+        tenant = self._next_tenant()
+        return self.queues[tenant][0] if tenant is not None else None
+
+    def pop_fair(self) -> Job | None:
+        tenant = self._next_tenant()
+        if tenant is None:
+            return None
         job = self.queues[tenant].popleft()
         self.size -= 1
         self.counters[tenant] = self.counters.get(tenant, 0.0) + 1.0 / job.weight
@@ -85,6 +104,23 @@ class _Lane:
         except ValueError:
             return False
         self.size -= 1
+        return True
+
+
+@dataclass
+class _Budget:
+    """The bytes left in the batch being formed (no limit when `limit` is None)."""
+
+    limit: int | None
+    used: int = 0
+    full: bool = False
+
+    def take(self, nbytes: int, *, first: bool) -> bool:
+        """Count `nbytes` in, if they fit (the first job of a batch always does); else mark the batch full."""
+        if self.limit is not None and not first and self.used + nbytes > self.limit:
+            self.full = True
+            return False
+        self.used += nbytes
         return True
 
 
@@ -141,35 +177,48 @@ class FairQueue:
                 starving.append((oldest.enqueued, priority))
         return [self._lanes[priority] for _, priority in sorted(starving)]
 
-    def pop_batch(self, now: float, max_items: int, cost: CostEstimate | None = None) -> tuple[list[Job], list[Job]]:
-        """Up to `max_items` jobs in service order, and the jobs shed because they cannot finish in time.
+    def pop_batch(self, now: float, max_items: int, cost: CostEstimate | None = None,
+                  max_bytes: int | None = None) -> tuple[list[Job], list[Job]]:
+        """Up to `max_items` jobs (and, with `max_bytes`, at most that many bytes of them) in service
+        order, and the jobs shed because they cannot finish in time.
 
         Starving classes first get up to `starvation_share` of the batch (at least one item), then
-        classes fill the rest in strict priority order. With a cost estimate, the batch is cut at the
+        classes fill the rest in strict priority order. The byte budget stops the batch at the first
+        job that would not fit (order is kept: a small job behind it waits too); a job bigger than the
+        budget on its own goes alone. With a cost estimate, the batch is cut at the
         largest size whose predicted finish time (now + cost(n)) meets the deadline of every job in
         it; a job that could not finish even in a batch of one is shed. Jobs not taken stay queued.
         """
         if max_items < 1:
             raise ValueError(f"max_items must be >= 1, got {max_items}")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1 (or None), got {max_bytes}")
         taken: list[Job] = []
         shed: list[Job] = []
+        budget = _Budget(max_bytes)
         guaranteed = max(1, int(max_items * self.starvation_share))
         for lane in self._starving(now):
-            self._take(lane, min(max_items, len(taken) + guaranteed), now, cost, taken, shed)
+            self._take(lane, min(max_items, len(taken) + guaranteed), now, cost, taken, shed, budget)
         for _, lane in sorted(self._lanes.items()):
-            self._take(lane, max_items, now, cost, taken, shed)
+            self._take(lane, max_items, now, cost, taken, shed, budget)
         if cost is not None:
             taken = self._fit_deadlines(taken, now, cost)
         return taken, shed
 
     @staticmethod
-    def _take(lane: _Lane, limit: int, now: float, cost: CostEstimate | None, taken: list[Job], shed: list[Job]) -> None:
-        while len(taken) < limit and (job := lane.pop_fair()) is not None:
-            job.queued = False
-            if cost is not None and job.deadline < now + cost.predict(1):
-                shed.append(job)
-            else:
-                taken.append(job)
+    def _take(lane: _Lane, limit: int, now: float, cost: CostEstimate | None, taken: list[Job], shed: list[Job],
+              budget: _Budget) -> None:
+        while len(taken) < limit and not budget.full and (head := lane.peek_fair()) is not None:
+            if cost is not None and head.deadline < now + cost.predict(1):
+                lane.pop_fair()
+                head.queued = False
+                shed.append(head)
+                continue
+            if not budget.take(head.nbytes, first=not taken):
+                return
+            lane.pop_fair()
+            head.queued = False
+            taken.append(head)
 
     def _fit_deadlines(self, taken: list[Job], now: float, cost: CostEstimate) -> list[Job]:
         keep = len(taken)

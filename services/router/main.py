@@ -26,6 +26,7 @@ from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
 from services.common.grpc_server import GrpcService
+from services.common.allocator import fix_mmap_threshold
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments, host_port
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
@@ -39,7 +40,7 @@ from services.router.lanes import apply_nice, check_classes_covered, log_service
 from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector, VerdictCacheCollector
 from services.router.pipeline import Pipeline
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
-from services.router.server import SERVICE_NAME, ModerationServicer
+from services.router.server import SERVICE_NAME, TOLERANT_STREAMS, ModerationServicer
 from services.router.upstream_client import UpstreamSecurity
 
 log = logging.getLogger("services.router")
@@ -84,7 +85,8 @@ class Router:
         self._describe_task: asyncio.Task[None] | None = None
         # The public port serves (and its reflection lists) moderation only; PolicyAdmin has its own port.
         self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME], register=self._register,
-                                   on_close=[self._close], metrics_registry=self.registry)
+                                   on_close=[self._close], metrics_registry=self.registry,
+                                   tolerant_streams=TOLERANT_STREAMS)
         self.admin_service = (GrpcService("router-admin", replace(config.server, listen=config.admin_listen, metrics_listen="",
                                                                    max_concurrent_rpcs=0, max_pending_calls=0),
                                           service_names=[ADMIN_SERVICE_NAME], register=lifecycle.register_admin)
@@ -193,6 +195,7 @@ async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle, security: Ups
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging("router", args.log_level, args.log_format)
+    fix_mmap_threshold()  # request buffers go back to the system when freed (services/common/allocator.py)
     try:
         config = arguments_applied(load_router_config(args.config, args.lane), args)
         if config.lane is not None:  # lanes are processes of their own: their log lines say which

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from auditmesh.v1 import moderation_pb2 as pb
 
-from services.common.status import status_with_retry
+from services.common.status import bounded, status_with_retry
 
 from services.router.fusion import Evidence, ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
 from services.router.pipeline import Outcome
@@ -37,7 +37,8 @@ def response_for(request_id: str, item_id: str, policy_name: str, policy_version
     for name, version in outcome.models:
         response.models.add(name=name, version=version)
     for degradation in verdict.degradations:
-        response.degradations.add(stage=degradation.stage, reason=degradation.reason, handling=degradation.handling)
+        response.degradations.add(stage=degradation.stage, reason=bounded(degradation.reason),
+                                  handling=degradation.handling)
     for stage, ms in sorted(outcome.timings_ms.items()):
         response.timings.add(stage=stage, duration_ms=round(ms, 3))
     response.timings.add(stage="total", duration_ms=round(total_ms, 3))
@@ -70,4 +71,5 @@ def evidence_message(evidence: Evidence) -> pb.Evidence:
 def error_response(request_id: str, item_id: str, code: int, message: str,
                    retry_after_s: float | None = None) -> pb.ModerateResponse:
     """A per-item error (ModerateBatch / ModerateStream); `code` is the numeric gRPC status code."""
-    return pb.ModerateResponse(request_id=request_id, item_id=item_id, error=status_with_retry(code, message, retry_after_s))
+    return pb.ModerateResponse(request_id=request_id, item_id=item_id,
+                               error=status_with_retry(code, bounded(message), retry_after_s))

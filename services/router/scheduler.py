@@ -50,10 +50,15 @@ class SchedulingConfig:
     starvation_limit_ms: float = 200.0
     shed_early: bool = True
     overload_wait_ms: float = 0.0
+    #: Bytes of payload per batch (jobs whose payload has `nbytes`); 0 = count only. The dispatcher
+    #: sets it to the upstream's `limits.max_request_bytes` unless set here.
+    max_batch_bytes: int = 0
 
     def __post_init__(self) -> None:
         validate_batching(self.max_batch_size, self.max_delay_ms, self.max_queue, self.max_concurrency,
                           self.starvation_limit_ms)
+        if self.max_batch_bytes < 0:
+            raise ValueError(f"max_batch_bytes must be >= 0 (0 = no byte budget), got {self.max_batch_bytes}")
         if self.overload_wait_ms < 0:
             raise ValueError(f"overload_wait_ms must be >= 0 (0 = never degrade), got {self.overload_wait_ms}")
 
@@ -68,12 +73,14 @@ class Requester:
 
 
 class _DeadlineCutQueue:
-    """`FairQueue` as the loop's queue policy: each batch is cut with the scheduler's current cost fit.
+    """`FairQueue` as the loop's queue policy: each batch is cut with the scheduler's current cost fit,
+    and to `max_bytes` of payload (None = count only).
     (Further `pop_batch` options of the fair queue are passed here.)"""
 
-    def __init__(self, queue: FairQueue, cost: BatchCost) -> None:
+    def __init__(self, queue: FairQueue, cost: BatchCost, max_bytes: int | None = None) -> None:
         self._queue = queue
         self._cost = cost
+        self._max_bytes = max_bytes
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -88,7 +95,7 @@ class _DeadlineCutQueue:
         return self._queue.oldest_enqueued()
 
     def pop_batch(self, now: float, max_items: int) -> tuple[list[Job], list[Job]]:
-        return self._queue.pop_batch(now, max_items, cost=self._cost.estimate())
+        return self._queue.pop_batch(now, max_items, cost=self._cost.estimate(), max_bytes=self._max_bytes)
 
 
 class FairScheduler(Generic[R]):
@@ -105,7 +112,7 @@ class FairScheduler(Generic[R]):
         self.cost = BatchCost(clock=clock)
         self.shed_count = 0
         self._loop: BatchLoop[Job, R] = BatchLoop(
-            run_batch, _DeadlineCutQueue(self._queue, self.cost), max_batch_size=config.max_batch_size,
+            run_batch, _DeadlineCutQueue(self._queue, self.cost, config.max_batch_bytes or None), max_batch_size=config.max_batch_size,
             max_delay_s=config.max_delay_ms / 1000.0, max_queue=config.max_queue,
             max_concurrency=config.max_concurrency, clock=clock, on_batch=self._observe, on_shed=self._shed,
             owner="the router")

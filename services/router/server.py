@@ -25,6 +25,7 @@ from services.common.auth_guard import AuthGuard
 from services.common.auth_throttle import AuthThrottle
 from services.common.errors import LimitExceededError
 from services.common.logs import request_scope
+from services.common.request_decoding import UndecodableRequest
 from services.common.metrics import new_registry
 from services.common.status import call_status, code_for, describe, retry_after_s
 from services.common.tracing.spans import item_span
@@ -39,11 +40,15 @@ from services.router.metrics import UNKNOWN, RouterMetrics
 from services.router.pipeline import Outcome, Pipeline
 from services.router.policy_lifecycle import PolicyLifecycle
 from services.router.scheduler import Requester
+from services.router.stream_answers import answer_stream
 from services.router.tenants import Tenant
 from services.router.validation import validate_item
 
 log = logging.getLogger("services.router.server")
 SERVICE_NAME = "auditmesh.v1.ModerationService"
+#: Request streams whose undecodable messages reach the servicer (answered with an error, the stream
+#: goes on) instead of ending the call (services.common.request_decoding).
+TOLERANT_STREAMS = (f"/{SERVICE_NAME}/ModerateStream",)
 STREAM_MAX_IN_FLIGHT = 256
 
 
@@ -85,7 +90,10 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         (PermissionDeniedError naming the right lane otherwise), with the snapshot it was found in."""
         snapshot = self.lifecycle.runtime.snapshot
         key = api_key_from(context.invocation_metadata())
-        tenant = self.guard.check(context.peer(), lambda: snapshot.tenants.authenticate(key))
+        if not key:  # no guess was made: UNAUTHENTICATED, and it does not count towards the throttle
+            tenant = snapshot.tenants.authenticate(key)
+        else:
+            tenant = self.guard.check(context.peer(), lambda: snapshot.tenants.authenticate(key))
         self.lane_gate.check(tenant.id, tenant.qos_class)
         return Caller(tenant, snapshot)
 
@@ -125,7 +133,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         # degrade, priority) read from that same snapshot, from start to end.
         selection = caller.snapshot.select(caller.tenant, policy_name, item.id or request_id)
         tenant, policy = selection.tenant, selection.policy
-        valid = validate_item(item.id, raw_parts(item), self.config.limits, where)
+        valid = validate_item(item.id, raw_parts(item), self.config.limits, where, item.metadata)
         ticket = None if admitted else self.admission.admit(tenant.id, tenant.quota, 1, started)
         admission_ms = (time.monotonic() - started) * 1000
         requester = Requester(tenant.id, caller.snapshot.tenants.priority(tenant), tenant.weight)
@@ -194,37 +202,26 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
             code, message = describe(error, log)
             return error_response(request_id, item.id, code.value[0], message, retry_after_s(error))
 
-    async def ModerateStream(self, request_iterator: AsyncIterator[pb.ModerateRequest],
+    async def ModerateStream(self, request_iterator: AsyncIterator[pb.ModerateRequest | UndecodableRequest],
                              context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ModerateResponse]:
         async with call_status(context, log):
             caller, _ = self._admit_call(context)
-        responses: asyncio.Queue[pb.ModerateResponse | None] = asyncio.Queue()
-        slots = asyncio.Semaphore(STREAM_MAX_IN_FLIGHT)  # backpressure: stop reading when this many are pending
 
-        async def handle(request: pb.ModerateRequest) -> None:
-            try:
-                with request_scope(request.request_id):  # each message: its own trace, linked to the stream's
+        async def answer(request: pb.ModerateRequest | UndecodableRequest) -> pb.ModerateResponse:
+            if isinstance(request, UndecodableRequest):  # the proto: a bad message gets its error, the stream goes on
+                return error_response("", "", grpc.StatusCode.INVALID_ARGUMENT.value[0], request.message)
+            with request_scope(request.request_id):  # each message: its own trace, linked to the stream's
+                try:
                     deadline = self._deadline(caller, context, request.deadline_ms)
-                    await responses.put(await self._one_or_error(caller, request.request_id, request.item,
-                                                                 request.policy, deadline, "item", new_trace=True))
-            finally:
-                slots.release()
+                except Exception as error:
+                    code, message = describe(error, log)
+                    return error_response(request.request_id, request.item.id, code.value[0], message)
+                return await self._one_or_error(caller, request.request_id, request.item, request.policy, deadline,
+                                                "item", new_trace=True)
 
-        async def read_all() -> None:
-            async with asyncio.TaskGroup() as group:
-                async for request in request_iterator:
-                    await slots.acquire()
-                    group.create_task(handle(request))
-            await responses.put(None)
-
-        reader = asyncio.create_task(read_all())
-        try:
-            while (response := await responses.get()) is not None:
+        async with call_status(context, log):  # a stream that can no longer be read ends with UNAVAILABLE
+            async for response in answer_stream(request_iterator, answer, max_in_flight=STREAM_MAX_IN_FLIGHT):
                 yield response
-            await reader
-        finally:
-            reader.cancel()
-
 
 if __name__ == "__main__":  # `python -m services.router.server`, kept working; the wiring lives in main.py
     from services.router.main import main

@@ -6,7 +6,7 @@ Errors name the offending field (`items[2].parts[0].image`) and, for size limits
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from services.common.errors import InvalidRequestError, LimitExceededError
 from services.common.image_decode import ImageHeader, inspect_image
@@ -52,8 +52,30 @@ class RawPart:
     image: bytes | None
 
 
-def validate_item(item_id: str, parts: Sequence[RawPart], limits: RequestLimits, where: str = "item") -> ValidItem:
-    """Validate one item; raises InvalidRequestError or LimitExceededError naming `where`."""
+def validate_metadata(metadata: Mapping[str, str], limits: RequestLimits, where: str = "item") -> None:
+    """LimitExceededError naming the limit (its key under `limits`) when `metadata` is over it.
+
+    Example::
+
+        validate_metadata({"channel": "x" * 5000}, RequestLimits())
+        # LimitExceededError: item.metadata['channel'] is 5000 characters; the limit is 1024 (limits.max_metadata_value_chars)
+    """
+    if len(metadata) > limits.max_metadata_entries:
+        raise LimitExceededError(f"{where}.metadata has {len(metadata)} entries; the limit is "
+                                 f"{limits.max_metadata_entries} (limits.max_metadata_entries)")
+    for key, value in metadata.items():
+        if len(key) > limits.max_metadata_key_chars:
+            raise LimitExceededError(f"{where}.metadata has a key of {len(key)} characters (starting {key[:16]!r}); "
+                                     f"the limit is {limits.max_metadata_key_chars} (limits.max_metadata_key_chars)")
+        if len(value) > limits.max_metadata_value_chars:
+            raise LimitExceededError(f"{where}.metadata[{key!r}] is {len(value)} characters; the limit is "
+                                     f"{limits.max_metadata_value_chars} (limits.max_metadata_value_chars)")
+
+
+def validate_item(item_id: str, parts: Sequence[RawPart], limits: RequestLimits, where: str = "item",
+                  metadata: Mapping[str, str] | None = None) -> ValidItem:
+    """Validate one item (and its metadata); raises InvalidRequestError or LimitExceededError naming `where`."""
+    validate_metadata(metadata or {}, limits, where)
     if len(item_id) > limits.max_item_id_chars:
         raise LimitExceededError(f"{where}.id is {len(item_id)} characters; the limit is {limits.max_item_id_chars}")
     if not parts:

@@ -40,13 +40,15 @@ from services.text.features import Analysis, CheapAnalyzer
 from services.text.heads import Heads, TfidfVectorizerModel
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 
-__all__ = ["FAST_HEADS", "SPAM_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores", "TextModerationModel",
+__all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores", "TextModerationModel",
            "decode_texts", "encode_outputs"]
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
 TFIDF_MODEL = "tfidf_en"
 FAST_HEADS = "text_heads_fast"
+#: The model-repository entries `TextModerationModel` opens (a repository copy must hold all of them).
+REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, FAST_HEADS)
 _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
                  "youareanidiot")
 

@@ -32,12 +32,15 @@ from services.common.text_match.lexicon import Lexicon
 from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
+from services.text import model as fast_model
 from services.text.model import TextModerationModel, _model_file, decode_texts, encode_outputs
 
-__all__ = ["EMBEDDING_MODEL", "SEMANTIC_HEADS", "TextSemanticModel", "logits"]
+__all__ = ["EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel", "logits"]
 
 EMBEDDING_MODEL = "minilm_l6"
 SEMANTIC_HEADS = "text_heads_semantic"
+#: The model-repository entries `TextSemanticModel` opens (the fast model's plus MiniLM and its heads).
+REPOSITORY_MODELS: tuple[str, ...] = (*fast_model.REPOSITORY_MODELS, EMBEDDING_MODEL, SEMANTIC_HEADS)
 _CLIP = 1e-6
 
 

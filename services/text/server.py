@@ -12,6 +12,19 @@ from services.common.serving.model_api import ServedModel
 from services.common.serving.modality_config import ModalityServiceConfig
 
 
+def repository_models() -> tuple[str, ...]:
+    """Every model-repository entry `served_models` opens, e.g. to build a repository copy.
+
+    Example::
+
+        >>> "text_heads_fast" in repository_models() and "minilm_l6" in repository_models()
+        True
+    """
+    from services.text.semantic import REPOSITORY_MODELS
+
+    return REPOSITORY_MODELS
+
+
 def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
     """The models this service serves, loaded from the configured repository (both share one fast path)."""
     from services.text.model import TextModerationModel

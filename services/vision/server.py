@@ -17,7 +17,8 @@ def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
     """The models this service serves, loaded from the configured repository."""
     from services.vision.model import ImageSafetyModel
 
-    return [ImageSafetyModel(Path(config.model_repository), config.onnxruntime.session_options())]
+    return [ImageSafetyModel(Path(config.model_repository), config.onnxruntime.session_options(),
+                             limits=config.limits.image_limits())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ import tritonclient.grpc as triton
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
+from services.common.contracts import text as text_contract
 from services.launcher import Mesh, free_base_port
 from tests.fixtures.render import render_photo_like, render_text_image
 from tests.stubs import KEY_A, KEY_B, MeshTritonClient, moderate
@@ -110,7 +111,7 @@ def test_graceful_shutdown_finishes_in_flight_requests(mesh: Mesh, tenants_file:
             tensor = triton.InferInput("TEXT", [64, 1], "BYTES")
             tensor.set_data_from_numpy(long_texts)
             result = client.infer("text_moderation", [tensor], client_timeout=60)
-            return result.as_numpy("TOXICITY").shape[0], time.monotonic()
+            return result.as_numpy(text_contract.TARGET).shape[0], time.monotonic()
 
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             futures = [pool.submit(call, i) for i in range(8)]

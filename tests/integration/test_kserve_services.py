@@ -12,6 +12,7 @@ import tritonclient.grpc as triton
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from services.common.contracts import text as text_contract
 from services.launcher import Mesh
 from tests.fixtures.render import render_text_image
 from tests.stubs import MeshTritonClient
@@ -22,15 +23,19 @@ def test_text_service_metadata_and_infer(mesh: Mesh) -> None:
     assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("text_moderation")
     metadata = client.get_model_metadata("text_moderation", as_json=True)
     assert [i["name"] for i in metadata["inputs"]] == ["TEXT"]
-    assert {o["name"] for o in metadata["outputs"]} == {"TOXICITY", "SPAM", "MATCHES"}
+    assert {o["name"] for o in metadata["outputs"]} == {spec.name for spec in text_contract.OUTPUTS}
     texts = ["have a great day", "you stupid idiot", "WINNER!! Claim your free prize now, call 09061701461", "傻逼"]
     tensor = triton.InferInput("TEXT", [len(texts), 1], "BYTES")
     tensor.set_data_from_numpy(np.array([[t.encode()] for t in texts], dtype=object))
     result = client.infer("text_moderation", [tensor])
-    toxicity, spam = result.as_numpy("TOXICITY")[:, 0], result.as_numpy("SPAM")[:, 0]
-    matches = [json.loads(m[0]) for m in result.as_numpy("MATCHES")]
-    assert toxicity[1] > 0.5 > toxicity[0]
-    assert spam[2] > 0.5 > spam[0]
+    score = {category: result.as_numpy(name)[:, 0] for name, category in text_contract.SCORE_OUTPUTS.items()}
+    matches = [json.loads(m[0]) for m in result.as_numpy(text_contract.MATCHES)]
+    evidence = [json.loads(e[0]) for e in result.as_numpy(text_contract.EVIDENCE)]
+    assert score["harassment"][1] > 0.5 > score["harassment"][0]
+    assert score["spam"][2] > 0.5 > score["spam"][0]
+    assert all(score[c][0] < 0.5 for c in text_contract.CATEGORIES)  # the benign text fires nothing
+    assert any(e["category"] == "harassment" for e in evidence[1])
+    assert result.as_numpy(text_contract.TARGET)[1, 0] == 1.0  # "you ...": addressed to a person
     assert matches[3] and matches[3][0]["term"] == "傻逼"
     stats = client.get_inference_statistics("text_moderation", as_json=True)
     assert int(stats["model_stats"][0]["inference_count"]) >= len(texts)

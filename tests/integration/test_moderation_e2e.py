@@ -130,17 +130,19 @@ def test_oversized_text_is_resource_exhausted_with_the_limit(stub: pb_grpc.Moder
 
 def test_batch_answers_every_item_in_order_with_per_item_errors(stub: pb_grpc.ModerationServiceStub) -> None:
     request = pb.ModerateBatchRequest(items=[item("good morning", item_id="a"), item(b"garbage", item_id="b"),
-                                             item("傻逼", item_id="c")])
+                                             item("你个傻逼", item_id="c")])
     response = stub.ModerateBatch(request, metadata=[("x-api-key", KEY_A)], timeout=30)
     assert [r.item_id for r in response.results] == ["a", "b", "c"]
     assert response.results[0].decision == pb.ALLOW
     assert response.results[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert "items[1].parts[0].image" in response.results[1].error.message
+    # Taxonomy 2: an insult addressed to someone ("你个傻逼") is harassment and blocks; the bare word
+    # "傻逼" aimed at nobody is profanity, which the default policy reviews at most.
     assert response.results[2].decision == pb.BLOCK
 
 
 def test_stream_answers_each_request_with_its_id(stub: pb_grpc.ModerationServiceStub) -> None:
-    texts = {f"m{i}": text for i, text in enumerate(["hello all", "傻逼", "nice stream!", "", "gg wp"])}
+    texts = {f"m{i}": text for i, text in enumerate(["hello all", "你个傻逼", "nice stream!", "", "gg wp"])}
     requests = [pb.ModerateRequest(request_id=rid, item=item(text, item_id=rid), deadline_ms=5000)
                 for rid, text in texts.items()]
     responses = list(stub.ModerateStream(iter(requests), metadata=[("x-api-key", KEY_A)], timeout=60))

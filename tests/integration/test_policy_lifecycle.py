@@ -25,9 +25,13 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from tritonclient.grpc import InferInput, service_pb2
 from tritonclient.utils import InferenceServerException
 
+from services.common.serving.model_lifecycle import next_version
 from services.common.serving.model_repository import sha256_of
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
+from services.text.model import TextModerationModel
+from services.text.semantic import TextSemanticModel
+from services.text.server import repository_models as text_repository_models
 from tests.stubs import MeshTritonClient, scrape
 
 ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo admin key
@@ -240,9 +244,11 @@ async def test_model_reload_through_the_router_under_load(mesh: Mesh) -> None:
         assert not failures, failures[:5]
         response = await stub.Moderate(pb.ModerateRequest(item=pb.Item(id="x", parts=[pb.Part(text="hi")])),
                                        metadata=[("x-api-key", "test-key-tenant-a")])
-        assert ("text_moderation", "2") in {(m.name, m.version) for m in response.models}
+        reloaded = next_version(TextModerationModel.version)
+        assert ("text_moderation", reloaded) in {(m.name, m.version) for m in response.models}
         index = await repository.RepositoryIndex(service_pb2.RepositoryIndexRequest(), metadata=mesh.internal_metadata())
-        assert [(m.name, m.version, m.state) for m in index.models] == [("text_moderation", "2", "READY")]
+        assert sorted((m.name, m.version, m.state) for m in index.models) == [
+            ("text_moderation", reloaded, "READY"), ("text_semantic", TextSemanticModel.version, "READY")]
 
 
 def _repository_stub(channel: grpc.aio.Channel) -> Any:
@@ -264,7 +270,7 @@ def _add_version(repository: Path, name: str, version: str, onnx: bytes) -> None
 
 async def test_text_model_reload_and_a_broken_file_keeps_the_old_version(tmp_path: Path) -> None:
     repository = tmp_path / "repository"
-    for name in ("toxicity_en", "spam_en"):
+    for name in text_repository_models():
         shutil.copytree(ROOT / "model_repository" / name, repository / name)
     text = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_MODEL_REPOSITORY": str(repository)})
     text.start_service("text")
@@ -283,7 +289,8 @@ async def test_text_model_reload_and_a_broken_file_keeps_the_old_version(tmp_pat
                                            metadata=text.internal_metadata(admin=True))
             await asyncio.sleep(0.3)
             served = len(versions)
-            assert ["toxicity_en", "2"] in versions[-1] and ["text_moderation", "2"] in versions[-1]
+            reloaded = next_version(dict((n, v) for n, v in versions[0])["text_moderation"])  # the class's + 1
+            assert ["toxicity_en", "2"] in versions[-1] and ["text_moderation", reloaded] in versions[-1]
             assert ["toxicity_en", "1"] in versions[0]
 
             _add_version(repository, "toxicity_en", "3", b"this is not an ONNX model")
@@ -292,11 +299,11 @@ async def test_text_model_reload_and_a_broken_file_keeps_the_old_version(tmp_pat
                                            metadata=text.internal_metadata(admin=True))
             assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
             message = caught.value.details() or ""
-            assert "toxicity_en/3/model.onnx" in message and "(version 2 still serving)" in message, message
+            assert "toxicity_en/3/model.onnx" in message and f"(version {reloaded} still serving)" in message, message
             await asyncio.sleep(0.3)
             index = await stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(), metadata=text.internal_metadata())
-            [entry] = index.models
-            assert (entry.version, entry.state) == ("2", "READY") and "load failed" in entry.reason
+            [entry] = [m for m in index.models if m.name == "text_moderation"]
+            assert (entry.version, entry.state) == (reloaded, "READY") and "load failed" in entry.reason
         stop.set()
         await asyncio.gather(*workers)
         await client.close()

@@ -14,7 +14,11 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import deserialize_bytes_tensor, serialize_byte_tensor
 
 from services.common.contracts.tensors import DATATYPES, TensorSpec
-from services.common.errors import InvalidInputError
+from services.common.errors import InvalidInputError, LimitExceededError
+from services.common.serving.modality_config import ServingLimits
+
+#: Bytes each BYTES element takes in `raw_input_contents` besides its data (the length prefix).
+BYTES_PREFIX = 4
 
 _CONTENTS_FIELD = {
     "BYTES": "bytes_contents", "FP32": "fp32_contents", "FP64": "fp64_contents",
@@ -48,6 +52,35 @@ def decode_inputs(request: service_pb2.ModelInferRequest, specs: Sequence[Tensor
     if len(batch_sizes) != 1:
         raise InvalidInputError(f"all inputs must have the same batch size, got {sorted(batch_sizes)}")
     return arrays
+
+
+def check_rows(request: service_pb2.ModelInferRequest, limits: ServingLimits) -> None:
+    """LimitExceededError when the request declares more rows than `limits.max_rows` (checked before
+    decoding, from the shapes only)."""
+    for tensor in request.inputs:
+        rows = int(tensor.shape[0]) if len(tensor.shape) else 0
+        if rows > limits.max_rows:
+            raise LimitExceededError(f"input {tensor.name[:64]!r} has {rows} rows; this service takes at most "
+                                     f"{limits.max_rows} per request (limits.max_rows)")
+
+
+def check_sizes(arrays: Mapping[str, np.ndarray], limits: ServingLimits) -> None:
+    """LimitExceededError naming the limit when a BYTES element is over `limits.max_row_bytes` or all
+    of them together (with their length prefixes) are over `limits.max_request_bytes`."""
+    total = 0
+    for name, array in arrays.items():
+        if array.dtype != np.object_:
+            total += int(array.nbytes)
+            continue
+        for index, value in enumerate(array.reshape(-1)):
+            size = len(value) if isinstance(value, (bytes, bytearray, str)) else 0
+            if size > limits.max_row_bytes:
+                raise LimitExceededError(f"input {name!r} element {index} is {size} bytes; this service takes at most "
+                                         f"{limits.max_row_bytes} per element (limits.max_row_bytes)")
+            total += size + BYTES_PREFIX
+    if total > limits.max_request_bytes:
+        raise LimitExceededError(f"the request's inputs are {total} bytes; this service takes at most "
+                                 f"{limits.max_request_bytes} per request (limits.max_request_bytes)")
 
 
 def _tensor_to_array(tensor: service_pb2.ModelInferRequest.InferInputTensor, datatype: str,

@@ -25,11 +25,12 @@ from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from services.common.serving.batcher import DEFAULT_PRIORITY, PRIORITY_LEVELS, BatchingConfig, BatchReport, DynamicBatcher
 from services.common.errors import FailedPreconditionError, InvalidInputError, QueueFullError
-from services.common.serving.kserve_codec import decode_inputs, encode_outputs
+from services.common.serving.kserve_codec import check_rows, check_sizes, decode_inputs, encode_outputs
+from services.common.serving.modality_config import ServingLimits
 from services.common.serving.model_metrics import ModelMetrics
 from services.common.serving.model_api import BatchStats, ServedModel
 from services.common.serving.model_lifecycle import ModelLifecycle, models_parameter
-from services.common.status import abort, call_status, code_for
+from services.common.status import abort, bounded, call_status, code_for, quoted
 from services.common.tracing.spans import batch_span, current_span_context
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,15 @@ _CONFIG_TYPES = {"BYTES": "TYPE_STRING", "FP32": "TYPE_FP32", "FP64": "TYPE_FP64
                  "INT64": "TYPE_INT64", "UINT8": "TYPE_UINT8", "BOOL": "TYPE_BOOL"}
 
 Row = dict[str, np.ndarray]
+#: A batch runs on the event loop's thread (BatchingConfig.inline_max_batch_size) only while its
+#: BYTES rows total at most this: a big text in the model would stop the loop, and every other
+#: caller, for as long as it takes.
+INLINE_MAX_BYTES = 16 * 1024
+
+
+def _row_bytes(row: Row) -> int:
+    return sum(sum(len(v) for v in array.reshape(-1) if isinstance(v, (bytes, bytearray)))
+               for array in row.values() if array.dtype == np.object_)
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,8 @@ class ModelRunner:
         stacked = {name: np.stack([item.row[name] for item in items]) for name in items[0].row}
         with batch_span(f"batch {self.model.name}", [item.origin for item in items], {"auditmesh.model": self.model.name},
                         carry_unsampled=False):  # the model calls no other service
-            if len(items) <= self.batcher.config.inline_max_batch_size:
+            if (len(items) <= self.batcher.config.inline_max_batch_size
+                    and sum(_row_bytes(item.row) for item in items) <= INLINE_MAX_BYTES):
                 outputs = self.model.infer(stacked)  # cheaper than two thread hand-offs (BatchingConfig)
             else:
                 outputs = await asyncio.get_running_loop().run_in_executor(self._executor, self.model.infer, stacked)
@@ -108,8 +119,9 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     """Serves `runners` under the KServe v2 protocol. `ready` turns False while draining."""
 
     def __init__(self, server_name: str, server_version: str, runners: Mapping[str, ModelRunner], *,
-                 metrics: ModelMetrics | None = None) -> None:
+                 metrics: ModelMetrics | None = None, limits: ServingLimits = ServingLimits()) -> None:
         self.server_name = server_name
+        self.limits = limits
         self.server_version = server_version
         self.runners = dict(runners)
         self.metrics = metrics
@@ -158,6 +170,8 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         # The `priority` levels the batcher honours (services/common/serving/batcher.py), as Triton reports them.
         config.dynamic_batching.priority_levels = PRIORITY_LEVELS
         config.dynamic_batching.default_priority_level = DEFAULT_PRIORITY
+        for key, value in vars(self.limits).items():  # what one ModelInfer may carry (modality_config.ServingLimits)
+            config.parameters[f"limits.{key}"].string_value = str(value)
         if runner.warm_cost is not None:
             items, seconds = runner.warm_cost
             config.parameters["warmup"].string_value = f"items={items} seconds={seconds:.6f}"
@@ -215,7 +229,9 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         runner = await self._require(request.model_name, request.model_version, context)
         model = runner.model
         try:
+            check_rows(request, self.limits)
             arrays = decode_inputs(request, model.inputs)
+            check_sizes(arrays, self.limits)
             size = next(iter(arrays.values())).shape[0]
             if size > model.max_batch_size:
                 raise InvalidInputError(f"batch of {size} is over model {model.name!r}'s max_batch_size {model.max_batch_size}")
@@ -239,7 +255,8 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         runner = self._runner(name, version)
         if runner is None:
             known = ", ".join(f"{n} (version {r.model.version})" for n, r in sorted(self.runners.items()))
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown model {name!r} version {version!r}; this server has: {known}")
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                bounded(f"unknown model {quoted(name)} version {quoted(version)}; this server has: {known}"))
         assert runner is not None  # abort() raises; this narrows the type for mypy
         return runner
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from services.common.auth_throttle import ThrottleConfig
 from services.common.config import load_yaml_file
+from services.common.image_decode import ImageLimits
 from services.common.placement import Placement
 from services.common.internal_auth import InternalAuthConfig, InternalCredentials
 from services.common.service_config import ENV_MODEL_REPOSITORY, ServerConfig, server_from_env
@@ -35,6 +36,42 @@ class OrtConfig:
         self.session_options()  # validates
 
 
+#: Room a ModelInfer message needs besides its tensor contents (names, shapes, parameters).
+ENVELOPE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ServingLimits:
+    """What one ModelInfer may carry (`limits:` in config/<modality>.yaml); over a limit the call is
+    refused with RESOURCE_EXHAUSTED naming it, before any row is queued. Rows are bounded in number and
+    size, so every batch the service runs is bounded in work and memory, and no row waits behind an
+    unbounded one. The router reads these from the same file at start (services/router/config.py) and
+    refuses to start if its own limits do not fit them: one source of truth.
+
+    * `max_request_bytes`: tensor contents of one request (BYTES rows with their 4-byte length prefixes);
+    * `max_rows`: rows (the batch dimension) of one request;
+    * `max_row_bytes`: one BYTES element (one text, one encoded image);
+    * `max_image_side` / `max_image_pixels`: decoding limits of the image services.
+    """
+
+    max_request_bytes: int = 8 * 1024 * 1024
+    max_rows: int = 64
+    max_row_bytes: int = 1024 * 1024
+    max_image_side: int = 8192
+    max_image_pixels: int = 40_000_000
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.max_row_bytes > self.max_request_bytes:
+            raise ValueError(f"max_row_bytes ({self.max_row_bytes}) must be <= max_request_bytes ({self.max_request_bytes})")
+
+    def image_limits(self) -> ImageLimits:
+        """The decoding limits of one image (its bytes are one row)."""
+        return ImageLimits(self.max_row_bytes, self.max_image_side, self.max_image_pixels)
+
+
 @dataclass(frozen=True)
 class ModalityServiceConfig:
     """One modality service: where it listens, who may call it, where models are, threads, batching, and
@@ -45,6 +82,7 @@ class ModalityServiceConfig:
     model_repository: str = "model_repository"
     onnxruntime: OrtConfig = field(default_factory=OrtConfig)
     batching: BatchingConfig = field(default_factory=BatchingConfig)
+    limits: ServingLimits = field(default_factory=ServingLimits)
     placement: Placement = field(default_factory=Placement)
     #: The shared secrets of the internal port (services/common/internal_auth.py).
     auth: InternalAuthConfig = field(default_factory=InternalAuthConfig)
@@ -54,6 +92,9 @@ class ModalityServiceConfig:
     def __post_init__(self) -> None:
         if self.service not in ("text", "vision", "ocr"):
             raise ValueError(f"service must be text, vision or ocr, got {self.service!r}")
+        if self.limits.max_request_bytes + ENVELOPE_BYTES > self.server.max_message_bytes:
+            raise ValueError(f"limits.max_request_bytes ({self.limits.max_request_bytes}) + {ENVELOPE_BYTES} bytes of "
+                             f"message envelope must fit server.max_message_bytes ({self.server.max_message_bytes})")
 
 
 def load_service_config(path: Path) -> ModalityServiceConfig:

@@ -22,6 +22,7 @@ from services.common.auth_guard import AuthGuard, AuthMetrics
 from services.common.auth_interceptor import InternalAuthInterceptor
 from services.common.auth_throttle import AuthThrottle
 from services.common.grpc_server import GrpcService
+from services.common.allocator import fix_mmap_threshold
 from services.common.internal_auth import InternalCredentials
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments
 from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, measure_warm, warm_up
@@ -78,7 +79,7 @@ def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], 
     registry = new_registry(config.service, VERSION)
     metrics = ModelMetrics(registry)
     runners = build_runners(models, config.batching, metrics)
-    servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics)
+    servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics, limits=config.limits)
     if factory is not None:
         servicer.lifecycle = _model_lifecycle(config, factory, servicer, metrics)
 
@@ -139,6 +140,7 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
     """Run a modality service until SIGTERM. Returns the process exit code."""
     args = parse_args(service, argv)
     configure_logging(service, args.log_level, args.log_format)
+    fix_mmap_threshold()  # request buffers and decoded images go back to the system when freed
     try:
         config = arguments_applied(load_service_config(args.config), args)
         credentials = load_credentials(config, str(args.config))  # before loading models: fail fast

@@ -34,9 +34,13 @@ from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.scripts import is_word_char
 from services.common.text_match.zh_contact import contact_spans
-from services.common.text_match.zh_context import addressed
+from services.common.text_match.zh_clauses import clause_normalize
+from services.common.text_match.zh_context import (ContextRule, addressed, load_contexts, quoted_in_view,
+                                                   suppressing_context)
 from services.common.text_match.zh_pinyin import StartIndex, find_pinyin, term_syllables
+from services.common.text_match.zh_rules import Rule, find_rules, load_rules
 from services.common.text_match.zh_segment import cuts_word, word_spans
+from services.common.text_match.zh_variants import variant_view
 
 __all__ = ["DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
 
@@ -69,6 +73,8 @@ class LexiconEntry:
     unambiguous: bool = False
     #: True: counted only when the text addresses someone (zh_context.py), for ambiguous insults
     needs_target: bool = False
+    #: "review": an ambiguous-tier entry whose hit alone may at most send the text to review
+    max_action: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.term, str) or not self.term.strip():
@@ -83,6 +89,8 @@ class LexiconEntry:
             raise ValueError(f"source: must be a string, got {self.source!r} (term {self.term!r})")
         if not self.spaces or any(space not in SPACES for space in self.spaces):
             raise ValueError(f"spaces: must be a non-empty subset of {SPACES}, got {self.spaces!r} (term {self.term!r})")
+        if self.max_action not in (None, "review"):
+            raise ValueError(f"max_action: must be null or 'review', got {self.max_action!r} (term {self.term!r})")
 
 
 @dataclass(frozen=True)
@@ -99,11 +107,16 @@ class Match:
     end: int
     matched_text: str
     source: str
+    #: "review" when the hit alone may at most send the text to review (ambiguous tier), else None
+    max_action: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The match as the MATCHES output tensor encodes it."""
-        return {"category": self.category, "term": self.term, "severity": self.severity,
-                "start": self.start, "end": self.end, "text": self.matched_text, "source": self.source}
+        """The match as the MATCHES output tensor encodes it (`max_action` only when set)."""
+        out: dict[str, Any] = {"category": self.category, "term": self.term, "severity": self.severity,
+                               "start": self.start, "end": self.end, "text": self.matched_text, "source": self.source}
+        if self.max_action is not None:
+            out["max_action"] = self.max_action
+        return out
 
 
 @dataclass(frozen=True)
@@ -117,20 +130,25 @@ class _Pattern:
 class Lexicon:
     """An immutable compiled blocklist. Create it with `Lexicon.build` or `Lexicon.load`."""
 
-    __slots__ = ("_automaton", "_contact_rule", "_entries", "_phonetic", "_version")
+    __slots__ = ("_automaton", "_contact_rule", "_contexts", "_entries", "_phonetic", "_rules", "_version")
 
     _automaton: Any
     _contact_rule: bool
+    _contexts: tuple[ContextRule, ...]
     _entries: tuple[LexiconEntry, ...]
     _phonetic: tuple[tuple[tuple[str, ...], LexiconEntry], ...]
+    _rules: tuple[Rule, ...]
     _version: str
 
     def __init__(self, automaton: Any, entries: tuple[LexiconEntry, ...], version: str,
-                 contact_rule: bool = False) -> None:
+                 contact_rule: bool = False, rules: tuple[Rule, ...] = (),
+                 contexts: tuple[ContextRule, ...] = ()) -> None:
         object.__setattr__(self, "_automaton", automaton)
         object.__setattr__(self, "_entries", entries)
         object.__setattr__(self, "_version", version)
         object.__setattr__(self, "_contact_rule", contact_rule)
+        object.__setattr__(self, "_rules", rules)
+        object.__setattr__(self, "_contexts", contexts)
         object.__setattr__(self, "_phonetic", tuple(
             (term_syllables(normalize(e.term).text), e) for e in entries
             if "pinyin" in e.spaces or "initials" in e.spaces))
@@ -139,12 +157,15 @@ class Lexicon:
         raise AttributeError(f"Lexicon is immutable; build a new one instead of setting {name!r}")
 
     @classmethod
-    def build(cls, entries: Iterable[LexiconEntry], *, contact_rule: bool = False) -> Lexicon:
+    def build(cls, entries: Iterable[LexiconEntry], *, contact_rule: bool = False, rules: tuple[Rule, ...] = (),
+              contexts: tuple[ContextRule, ...] = ()) -> Lexicon:
         """Normalise every term and compile the automaton.
 
         Raises ValueError for an entry whose term normalises to nothing (only separators or
-        format characters). `contact_rule` adds spam hits for obfuscated contacts (zh_contact.py;
-        the default lexicon, not tenant blocklists). Example::
+        format characters). `contact_rule` adds spam hits for obfuscated contacts (zh_contact.py),
+        `rules` Chinese phrase rules (zh_rules.py) and `contexts` the context rules that suppress hits
+        in reporting, quoting, medical... text (zh_context.py): the default lexicon has all three,
+        tenant blocklists none. Example::
 
             lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "mine")])
         """
@@ -160,27 +181,36 @@ class Lexicon:
             automaton.add_word(term, _Pattern(term, tuple(group), is_word_char(term[0]), is_word_char(term[-1])))
         if grouped:
             automaton.make_automaton()
-        return cls(automaton, ordered, _content_version(ordered), contact_rule)
+        version = _content_version(ordered)
+        if rules or contexts:  # the rule and context data are part of what the lexicon matches
+            extra = json.dumps([[r.id, r.pattern.pattern] for r in rules] + [[c.id] for c in contexts], ensure_ascii=False)
+            version = hashlib.sha256((version + extra).encode("utf-8")).hexdigest()[:16]
+        return cls(automaton, ordered, version, contact_rule, rules, contexts)
 
     @classmethod
     def load(cls, path: Path = DEFAULT_LEXICON_PATH) -> Lexicon:
         """Build from a lexicon JSON file (format `auditmesh-lexicon/1`, see build_lexicon.py).
 
         `includes` names sibling files of the same format whose entries are added (the project's
-        Chinese lists, data/zh_terms.json); `contact_rule: true` in any of them enables zh_contact.
+        Chinese lists, data/zh_terms.json); `contact_rule: true` in any of them enables zh_contact,
+        `zh_rules: true` the phrase rules (data/zh_rules.json) and context rules
+        (data/zh_context_rules.json).
         """
         entries: list[LexiconEntry] = []
-        contact_rule = False
+        contact_rule = zh_rules = False
         for document_path, document in _documents(Path(path)):
             contact_rule = contact_rule or bool(document.get("contact_rule", False))
+            zh_rules = zh_rules or bool(document.get("zh_rules", False))
             for index, e in enumerate(document["entries"]):
                 try:
                     entries.append(LexiconEntry(e["term"], e["category"], int(e["severity"]), e["source"],
                                                 tuple(e.get("spaces", ("chars",))), bool(e.get("unambiguous", False)),
-                                                bool(e.get("needs_target", False))))
+                                                bool(e.get("needs_target", False)), e.get("max_action")))
                 except (KeyError, TypeError, ValueError) as error:
                     raise ValueError(f"{document_path}: entries[{index}]: {error}") from error
-        return cls.build(entries, contact_rule=contact_rule)
+        if not zh_rules:
+            return cls.build(entries, contact_rule=contact_rule)
+        return cls.build(entries, contact_rule=contact_rule, rules=load_rules(), contexts=load_contexts())
 
     @property
     def entries(self) -> tuple[LexiconEntry, ...]:
@@ -207,19 +237,51 @@ class Lexicon:
         if not text.text:
             return []
         best: dict[tuple[str, int, int], Match] = {}
-        haystack = text.text
-        context = _Context(haystack)
+        views = [text]
+        if self._rules or self._contexts:  # the default lexicon: also the emoji/split-character view
+            variant = variant_view(text)
+            if variant is not None:
+                views.append(variant)
+        chinese = any(_is_cjk(c) for c in text.text)  # the phrase rules are Chinese: skip them otherwise
+        for view in views:
+            self._find_in(view, best, words=True, rules=chinese)
+        if self._rules and chinese:  # rules also see clause punctuation (zh_clauses.py), which normalize() folds away
+            clauses = clause_normalize(text.original)
+            clause_views = [clauses]
+            clause_variant = variant_view(clauses, clause_normalize)
+            if clause_variant is not None:
+                clause_views.append(clause_variant)
+            for view in clause_views:
+                self._find_in(view, best, words=False, rules=True)
+        if self._contact_rule:
+            for first, last in contact_spans(text.original):
+                best.setdefault(("spam", first, last), Match("spam", "rule:zh-contact", 2, first, last,
+                                                             text.original[first:last], "rule:zh-contact"))
+        return sorted(best.values(), key=lambda m: (m.start, m.end, m.category))
 
-        def keep(entry: LexiconEntry, term: str, start: int, end: int) -> None:
-            if context.rejects(entry, start, end):
+    def _find_in(self, text: NormalizedText, best: dict[tuple[str, int, int], Match], *,
+                 words: bool, rules: bool) -> None:
+        """Add the hits in one view of the text to `best` (keyed by category and original span):
+        listed words (automaton and pinyin) when `words`, phrase rules when `rules`."""
+        haystack = text.text
+        context = _Context(haystack, self._contexts, text)
+
+        def keep(category: str, term: str, severity: int, source: str, max_action: str | None,
+                 start: int, end: int) -> None:
+            if context.suppressed(category, severity, start, end):
                 return
             first, last = text.original_span(start, end)
-            key = (entry.category, first, last)
+            key = (category, first, last)
             current = best.get(key)
-            if current is None or entry.severity > current.severity:
-                best[key] = Match(entry.category, term, entry.severity, first, last, text.original[first:last], entry.source)
+            if current is None or severity > current.severity or (
+                    severity == current.severity and current.max_action is not None and max_action is None):
+                best[key] = Match(category, term, severity, first, last, text.original[first:last], source, max_action)
 
-        if len(self._automaton):
+        def keep_entry(entry: LexiconEntry, term: str, start: int, end: int) -> None:
+            if not context.rejects(entry, start, end):
+                keep(entry.category, term, entry.severity, entry.source, entry.max_action, start, end)
+
+        if words and len(self._automaton):
             for last, pattern in self._automaton.iter(haystack):
                 start = last - len(pattern.term) + 1
                 if pattern.bounded_left and start > 0 and is_word_char(haystack[start - 1]):
@@ -227,33 +289,70 @@ class Lexicon:
                 if pattern.bounded_right and last + 1 < len(haystack) and is_word_char(haystack[last + 1]):
                     continue
                 for entry in pattern.entries:
-                    keep(entry, pattern.term, start, last + 1)
-        starts = StartIndex(haystack) if self._phonetic else None
-        for syllables, entry in self._phonetic:
+                    keep_entry(entry, pattern.term, start, last + 1)
+        starts = StartIndex(haystack) if self._phonetic and words else None
+        for syllables, entry in self._phonetic if words else ():
             for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
-                keep(entry, normalize(entry.term).text, start, end)
-        if self._contact_rule:
-            for first, last in contact_spans(text.original):
-                best.setdefault(("spam", first, last), Match("spam", "rule:zh-contact", 2, first, last,
-                                                             text.original[first:last], "rule:zh-contact"))
-        return sorted(best.values(), key=lambda m: (m.start, m.end, m.category))
+                keep_entry(entry, normalize(entry.term).text, start, end)
+        for hit in find_rules(haystack, self._rules) if rules else ():
+            if hit.rule.needs_target and not context.is_addressed():
+                continue
+            if hit.end - hit.start <= _SHORT_RULE_HIT and context.straddles(hit.start, hit.end):
+                continue  # a short literal hit (鸡巴 in 烤鸡|巴西) gets the same boundary check as a word
+            for category in hit.rule.categories:
+                keep(category, f"rule:{hit.rule.id}", hit.rule.severity, f"rule:{hit.rule.id}", hit.rule.max_action,
+                     hit.start, hit.end)
+
+
+#: rule hits this short (code points) must not cut a segmented word, like lexicon terms
+_SHORT_RULE_HIT = 3
+#: characters of the original text around a hit that context rules' `text` conditions see
+_CONTEXT_SCOPE = 60
 
 
 class _Context:
     """Per-text context checks, computed lazily (most texts need neither segmentation nor target)."""
 
-    def __init__(self, haystack: str) -> None:
+    def __init__(self, haystack: str, contexts: tuple[ContextRule, ...] = (),
+                 view: NormalizedText | None = None) -> None:
         self._haystack = haystack
+        self._contexts = contexts
+        self._view = view
+        self._quoted: list[tuple[int, int]] | None = None
         self._spans: list[tuple[int, int]] | None = None
         self._addressed: bool | None = None
 
+    def is_addressed(self) -> bool:
+        """Whether the text addresses someone (computed once)."""
+        if self._addressed is None:
+            self._addressed = addressed(self._haystack)
+        return self._addressed
+
+    def suppressed(self, category: str, severity: int, start: int, end: int) -> bool:
+        """True when a context rule (reporting, quoting, medicine...) says the hit is no attack."""
+        if not self._contexts:
+            return False
+        if self._quoted is None:  # quotation marks between Han characters are folded away: use the original
+            self._quoted = quoted_in_view(self._view.original, self._view.offsets) if self._view else []
+        original = ""
+        if self._view is not None and self._view.text:
+            first, last = self._view.original_span(start, end)
+            original = self._view.original[max(0, first - _CONTEXT_SCOPE):last + _CONTEXT_SCOPE].lower()
+        return suppressing_context(self._haystack, category, severity, start, end, self._contexts, self._quoted,
+                                   original) is not None
+
+    def straddles(self, start: int, end: int) -> bool:
+        """True when a CJK hit on [start, end) begins or ends inside a segmented word."""
+        if not any(_is_cjk(c) for c in self._haystack[start:end]):
+            return False
+        if self._spans is None:
+            self._spans = word_spans(self._haystack)
+        return cuts_word(self._spans, start, end)
+
     def rejects(self, entry: LexiconEntry, start: int, end: int) -> bool:
         """True when a hit of `entry` on [start, end) is a straddle or lacks a needed target."""
-        if entry.needs_target:
-            if self._addressed is None:
-                self._addressed = addressed(self._haystack)
-            if not self._addressed:
-                return True
+        if entry.needs_target and not self.is_addressed():
+            return True
         if entry.unambiguous or not any(_is_cjk(c) for c in self._haystack[start:end]):
             return False
         if self._spans is None:
@@ -280,5 +379,6 @@ def _content_version(entries: tuple[LexiconEntry, ...]) -> str:
     canonical = json.dumps([[e.term, e.category, e.severity, e.source] + (
         [list(e.spaces), e.unambiguous, e.needs_target]
         if (e.spaces, e.unambiguous, e.needs_target) != (("chars",), False, False) else [])
+        + ([e.max_action] if e.max_action is not None else [])
         for e in entries], ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

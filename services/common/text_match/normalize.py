@@ -90,10 +90,15 @@ class NormalizedText:
     text: str
     offsets: tuple[int, ...]
     original: str
+    #: per character, the end (exclusive) of its source in `original`; None = offset + 1. Set by views
+    #: where one character stands for several (a recomposed 女马 -> 妈, an emoji -> 狗: zh_variants.py)
+    ends: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if len(self.offsets) != len(self.text):
             raise ValueError(f"offsets: length {len(self.offsets)} != length of text {len(self.text)}")
+        if self.ends is not None and len(self.ends) != len(self.text):
+            raise ValueError(f"ends: length {len(self.ends)} != length of text {len(self.text)}")
 
     def original_span(self, start: int, end: int) -> tuple[int, int]:
         """Map the half-open span [start, end) of `text` to a half-open span of `original`.
@@ -106,7 +111,7 @@ class NormalizedText:
         if start == end:
             position = self.offsets[start] if start < len(self.offsets) else len(self.original)
             return position, position
-        return self.offsets[start], self.offsets[end - 1] + 1
+        return self.offsets[start], (self.offsets[end - 1] + 1 if self.ends is None else self.ends[end - 1])
 
     def original_text(self, start: int, end: int) -> str:
         """The original surface text behind the normalised span [start, end)."""

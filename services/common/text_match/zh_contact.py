@@ -28,6 +28,8 @@ _SPELLED_NUMBER = re.compile(rf"(?<!\d)\d(?:{_SEP}\d){{7,11}}(?!{_SEP}\d)")  # Q
 
 
 def _fold(text: str) -> str:
+    if text.isascii():  # NFKC leaves ASCII alone: skip the per-character pass (most long texts)
+        return text.lower().translate(_CN_DIGITS)
     out = []
     for char in text:
         folded = unicodedata.normalize("NFKC", char).lower()

@@ -79,7 +79,10 @@ def find_pinyin(text: str, syllables: tuple[str, ...], *, initials: bool,
         return []
     found: list[tuple[int, int]] = []
     index = index or StartIndex(text)
-    for start in index.starts(syllables[0]):
+    first = syllables[0]
+    for start in index.starts(first):
+        if not initials and _is_latin(text[start]) and not text.startswith(first, start):
+            continue  # cheap pre-check: a Latin start must spell the whole first syllable (long English texts)
         end = _match_from(text, start, syllables, 0, initials)
         if end is not None and not (end < len(text) and _is_latin(text[end - 1]) and _is_latin(text[end])) \
                 and not _short_latin_in_latin_text(text, start, end, index):

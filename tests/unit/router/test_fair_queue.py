@@ -117,3 +117,41 @@ def test_batch_cost_fit_recovers_a_line() -> None:
 def test_bad_settings_name_the_field(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         FairQueue(**kwargs)
+
+
+def sized(tenant: str, nbytes: int, *, at: float = 0.0) -> Job:
+    return Job(tenant, 1, 1.0, 100.0, at, payload=f"{tenant}@{at}", nbytes=nbytes)
+
+
+def test_batches_are_cut_by_bytes_as_well_as_by_count() -> None:
+    """Issue 12 item 1: six 10 MB images in one 60 MB batch went over the upstream's message limit."""
+    queue = FairQueue()
+    for i in range(6):
+        queue.push(sized("a", 10_000_000, at=i * 1e-3))
+    queue.push(sized("b", 1_000, at=0.01))
+    sizes = []
+    while len(queue):
+        batch, _ = queue.pop_batch(1.0, 16, max_bytes=32_000_000)
+        assert sum(j.nbytes for j in batch) <= 32_000_000
+        sizes.append(len(batch))
+    assert sum(sizes) == 7 and max(sizes) <= 4
+
+
+def test_a_job_bigger_than_the_byte_budget_goes_alone_and_the_rest_keep_their_order() -> None:
+    queue = FairQueue()
+    queue.push(sized("a", 50, at=0.0))
+    queue.push(sized("a", 500, at=0.1))
+    queue.push(sized("a", 50, at=0.2))
+    first, _ = queue.pop_batch(1.0, 8, max_bytes=100)
+    second, _ = queue.pop_batch(1.0, 8, max_bytes=100)
+    third, _ = queue.pop_batch(1.0, 8, max_bytes=100)
+    assert [[j.nbytes for j in b] for b in (first, second, third)] == [[50], [500], [50]]
+
+
+def test_a_payload_that_knows_its_size_counts_it() -> None:
+    class Payload:
+        nbytes = 123
+
+    assert Job("a", 1, 1.0, 1.0, 0.0, payload=Payload()).nbytes == 123
+    with pytest.raises(ValueError, match="max_bytes"):
+        FairQueue().pop_batch(0.0, 1, max_bytes=0)

@@ -1,6 +1,6 @@
 """DynamicBatcher's own parts: its config checks and the Triton priority levels a submit carries.
-The loop's contract (triggers, cancellation, bounds, errors, draining, report) is in test_batch_loop.py,
-the level ordering itself in test_leveled_queue.py."""
+The loop's contract (triggers, cancellation, bounds, errors, draining, report) is in
+tests/unit/common/test_batch_loop.py, the level ordering itself in test_leveled_queue.py."""
 
 from __future__ import annotations
 

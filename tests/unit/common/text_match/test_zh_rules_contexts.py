@@ -1,0 +1,133 @@
+"""Chinese phrase rules, context rules, the clause view and the variant (emoji / split / word) space.
+
+Every context rule in data/zh_context_rules.json carries [suppressed, kept] examples; each is checked
+here both ways: the suppressed one is a hit WITHOUT context rules and no hit with THIS context rule
+alone, so a context entry that does nothing fails its test.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
+from services.common.text_match.normalize import normalize
+from services.common.text_match.zh_clauses import clause_normalize
+from services.common.text_match.zh_context import load_contexts, parse_contexts, quoted_spans
+from services.common.text_match.zh_rules import load_rules, parse_rules
+from services.common.text_match.zh_variants import variant_view
+
+
+@lru_cache(maxsize=1)
+def lexicon() -> Lexicon:
+    return Lexicon.load(DEFAULT_LEXICON_PATH)
+
+
+@lru_cache(maxsize=1)
+def lexicon_without_contexts() -> Lexicon:
+    full = lexicon()
+    return Lexicon.build(full.entries, contact_rule=True, rules=load_rules(), contexts=())
+
+
+def lexicon_with(context: object) -> Lexicon:
+    from services.common.text_match.zh_context import ContextRule
+    assert isinstance(context, ContextRule)
+    return Lexicon.build(lexicon().entries, contact_rule=True, rules=load_rules(), contexts=(context,))
+
+
+def categories(text: str, lex: Lexicon | None = None) -> set[str]:
+    return {m.category for m in (lex or lexicon()).find(normalize(text))}
+
+
+CONTEXTS = load_contexts()
+
+
+@pytest.mark.parametrize("context", CONTEXTS, ids=[c.id for c in CONTEXTS])
+def test_each_context_rule_suppresses_its_example_and_keeps_the_harmful_one(context: object) -> None:
+    from services.common.text_match.zh_context import ContextRule
+    assert isinstance(context, ContextRule) and context.examples
+    for suppressed, kept in context.examples:
+        assert categories(suppressed, lexicon_without_contexts()) & context.suppresses, suppressed
+        assert not categories(suppressed, lexicon_with(context)) & context.suppresses, suppressed
+        assert not categories(suppressed) & context.suppresses, suppressed
+        assert categories(kept) & context.suppresses, kept
+
+
+@pytest.mark.parametrize(("text", "category"), [
+    ("我知道你住哪", "violence"), ("楼上出门小心点", "violence"), ("信不信我废了你", "violence"),
+    ("你怎么还不去死", "self_harm"), ("楼顶风景不错，你上去看看？", "self_harm"),
+    ("东北人都是骗子", "hate"), ("防火防盗防广西人", "hate"), ("禁止印度人入内", "hate"),
+    ("你是猪吗，这都不会", "harassment"), ("你脑子进水了吧", "harassment"),
+    ("想和你上床", "sexual"), ("刷单日赚三百，私信我", "spam"), ("您的银行账户异常，请点击hxxp://a-b.top处理", "spam"),
+])
+def test_phrase_rules_fire_on_frames_without_listed_words(text: str, category: str) -> None:
+    assert category in categories(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "我知道你喜欢吃什么", "明天出门记得带伞", "这只猪长得真肥", "河南人真热情", "你是鸡年出生的吗",
+    "网络兼职刷单是诈骗，千万别信", "今天累死了", "困死了，先睡了", "把鱼杀好洗净，切段",
+])
+def test_phrase_rules_leave_benign_lookalikes_alone(text: str) -> None:
+    assert categories(text) == set(), (text, lexicon().find(normalize(text)))
+
+
+def test_needs_target_rule_needs_someone_addressed() -> None:
+    assert "harassment" in categories("楼主脑子进水了吧")
+    assert "harassment" not in categories("手机进水了，脑子都乱了")
+
+
+def test_clause_view_keeps_clause_punctuation_and_offsets() -> None:
+    view = clause_normalize("操，又掉 线了")
+    assert view.text == "操，又掉线了" and view.original_text(2, 6) == "又掉 线了"
+    assert "profanity" in categories("操，又掉线了") and categories("操场上有人") == set()
+
+
+@pytest.mark.parametrize(("text", "category", "surface"), [
+    ("扌喿你女马，楼主", "harassment", "扌喿你女马"),          # recomposed split characters
+    ("楼上真是个🐕‍🦺东西", "harassment", "🐕\u200d🦺东西"),   # emoji with a zero-width joiner
+    ("艹你🐎，三楼", "profanity", "艹你🐎"),
+    ("你 是 s b", "harassment", "s b"),                      # spaced initials
+    ("主播4了算了", "self_harm", "4了算了"),                   # digit standing for a character
+])
+def test_variant_space_positive(text: str, category: str, surface: str) -> None:
+    hits = [m for m in lexicon().find(normalize(text)) if m.category == category]
+    assert any(m.matched_text == surface for m in hits), hits
+
+
+@pytest.mark.parametrize("text", ["骑🐎去草原", "我4点到", "木子李是个姓", "他姓弓长张"])
+def test_variant_space_benign(text: str) -> None:
+    assert categories(text) == set()
+
+
+def test_variant_view_is_none_when_nothing_changes_and_maps_spans_back() -> None:
+    assert variant_view(normalize("今天天气不错")) is None
+    view = variant_view(normalize("他女马的"))
+    assert view is not None and view.text == "他妈的" and view.original_span(1, 2) == (1, 3)
+
+
+def test_max_action_is_carried_into_the_match_json() -> None:
+    hits = [m for m in lexicon().find(normalize("你今晚睡了吗")) if m.term == "睡了"]
+    assert hits and hits[0].max_action == "review" and hits[0].to_json()["max_action"] == "review"
+
+
+def test_quoted_spans() -> None:
+    assert quoted_spans("他说“滚”和「走」") == [(3, 4), (7, 8)]
+
+
+def test_rules_file_errors_name_the_file_and_key(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"x\.json: rules\[0\] \(r1\): pattern: unknown slot \{NOPE\}"):
+        parse_rules({"slots": {}, "rules": [{"id": "r1", "category": "hate", "pattern": "{NOPE}"}]}, "x.json")
+    with pytest.raises(ValueError, match=r"category"):
+        parse_rules({"slots": {}, "rules": [{"id": "r1", "category": "rude", "pattern": "a"}]}, "x.json")
+    with pytest.raises(ValueError, match=r"contexts\[0\] \(c1\): kind"):
+        parse_contexts({"contexts": [{"id": "c1", "kind": "odd", "suppresses": ["hate"], "text": "a"}]}, "y.json")
+
+
+def test_shipped_data_files_load() -> None:
+    assert len(load_rules()) > 40 and len(CONTEXTS) > 10
+    document = json.loads((DEFAULT_LEXICON_PATH.parent / "zh_recompose.json").read_text(encoding="utf-8"))
+    assert document["pairs"]["女马"] == "妈" and "CC BY 3.0" in document["licence"]
