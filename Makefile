@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
+TRITON_VENV := .venv-triton
 PY := $(VENV)/bin/python
 STUBS := services/common/gen
 REPO := model_repository
@@ -9,7 +10,7 @@ DEBIAN_BCC := /usr/lib/python3/dist-packages/bcc
 DEBIAN_PACKAGES := fonts-wqy-zenhei python3-bpfcc libbpfcc linux-headers-$(shell dpkg --print-architecture 2>/dev/null || echo amd64) iperf3
 PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
 
-.PHONY: help setup fonts system-deps bcc-venv venv stubs models run lint test test-slow accuracy clean
+.PHONY: help setup fonts system-deps bcc-venv venv triton-venv stubs models run lint test test-slow accuracy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,6 +45,13 @@ $(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
+triton-venv: $(TRITON_VENV)/.installed ## .venv-triton: NVIDIA Triton server (PyTriton 0.7.0, numpy < 2) for the side-by-side test and bench
+$(TRITON_VENV)/.installed: requirements-triton.txt
+	test -x $(TRITON_VENV)/bin/python || $(PYTHON) -m venv $(TRITON_VENV)
+	$(TRITON_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TRITON_VENV)/bin/python -m pip install -q -r requirements-triton.txt
+	touch $@
+
 stubs: $(STUBS)/.built ## Python stubs for protos/ (grpcio-tools)
 $(STUBS)/.built: $(PROTOS) $(VENV)/.installed
 	$(PY) -m services.common.build_stubs --out $(STUBS) --install-pth
@@ -62,10 +70,10 @@ run: setup ## start router + text + vision + ocr on loopback and serve until Ctr
 lint: setup ## strict mypy over services, tests, bench, ebpf and the client (auditmesh/client) (config in pyproject.toml)
 	$(PY) -m mypy services tests bench ebpf auditmesh
 
-test: setup system-deps bcc-venv lint ## the whole test suite (what CI runs): mypy, then pytest
+test: setup system-deps bcc-venv triton-venv lint ## the whole test suite (what CI runs): mypy, then pytest
 	$(PY) -m pytest -q
 
-test-slow: setup system-deps bcc-venv ## load/soak tests only
+test-slow: setup system-deps bcc-venv triton-venv ## load/soak tests only
 	$(PY) -m pytest -q -m slow
 
 accuracy: setup ## decision quality JSON per profile on the corpus test split (bench/quality.py), with the old held-out table

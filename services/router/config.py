@@ -36,6 +36,7 @@ from services.router.control.admin_auth import AdminKey
 from services.router.control.canary import RollbackBounds
 from services.router.lanes import Lane, pick_lane, validate_lanes
 from services.router.scheduler import SchedulingConfig
+from services.router.verdict_cache import VerdictCacheConfig
 
 MODALITIES = ("text", "vision", "ocr")
 ENV_UPSTREAM_URL = {m: f"AUDITMESH_{m.upper()}_URL" for m in MODALITIES}
@@ -157,6 +158,8 @@ class RouterConfig:
     deadlines: Deadlines = field(default_factory=Deadlines)
     limits: RequestLimits = field(default_factory=RequestLimits)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    #: Reuse of verdicts for repeated content (services/router/verdict_cache.py); off by default.
+    verdict_cache: VerdictCacheConfig = field(default_factory=VerdictCacheConfig)
     #: Ingress lanes (services/router/lanes.py); () = one process serving every class.
     lanes: tuple[Lane, ...] = ()
     #: The lane this process serves (set by `load_router_config` from --lane); None without lanes.

@@ -37,7 +37,7 @@ from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLI
 from services.router.demo_keys import check_demo_keys
 from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import apply_nice, check_classes_covered, log_service_name
-from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector
+from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector, VerdictCacheCollector
 from services.router.pipeline import Pipeline
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.server import SERVICE_NAME, TOLERANT_STREAMS, ModerationServicer
@@ -80,6 +80,8 @@ class Router:
         self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics,
                                            guard=AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="public"))
         lifecycle.admin.guard = AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="admin")
+        if self.servicer.verdicts.cache is not None:
+            self.registry.register(VerdictCacheCollector(self.servicer.verdicts.cache))
         self._describe_task: asyncio.Task[None] | None = None
         # The public port serves (and its reflection lists) moderation only; PolicyAdmin has its own port.
         self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME], register=self._register,

@@ -29,7 +29,7 @@ def response_for(request_id: str, item_id: str, policy_name: str, policy_version
     verdict = outcome.verdict
     response = pb.ModerateResponse(request_id=request_id, item_id=item_id, decision=DECISIONS[verdict.decision],
                                    policy_name=policy_name, policy_version=policy_version,
-                                   degraded=bool(verdict.degradations))
+                                   degraded=bool(verdict.degradations), cached=outcome.cached)
     for category in verdict.categories:
         response.categories.add(category=category.category, score=category.score, severity=SEVERITIES[category.severity],
                                 action=DECISIONS[category.action], rule=category.rule)

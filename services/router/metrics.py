@@ -165,3 +165,50 @@ class PolicyVersionsCollector(Collector):
         for name, version in sorted(self._versions().items()):
             info.add_metric([name], {"version": version})
         return [info]
+
+
+class VerdictCacheView(Protocol):
+    """What `VerdictCacheCollector` reads from the verdict cache (services.router.verdict_cache)."""
+
+    def stats(self) -> Mapping[str, CacheStatsView]: ...
+
+
+class CacheStatsView(Protocol):
+    hits: int
+    misses: int
+    evictions: dict[str, int]
+    bytes: int
+    entries: int
+
+
+class VerdictCacheCollector(Collector):
+    """The verdict cache's counters per tenant, read at scrape time: `auditmesh_router_verdict_cache_hits_total`,
+    `..._misses_total`, `..._evictions_total{reason=size|ttl}`, `..._bytes` and `..._entries`.
+
+    Example::
+
+        registry.register(VerdictCacheCollector(cache))
+        # auditmesh_router_verdict_cache_hits_total{tenant="acme"} 12.0
+    """
+
+    def __init__(self, cache: VerdictCacheView) -> None:
+        self._cache = cache
+
+    def collect(self) -> Iterable[Metric]:
+        prefix = "auditmesh_router_verdict_cache"
+        hits = CounterMetricFamily(f"{prefix}_hits", "Items answered from the verdict cache", labels=["tenant"])
+        misses = CounterMetricFamily(f"{prefix}_misses", "Cacheable items not found in the verdict cache",
+                                     labels=["tenant"])
+        evictions = CounterMetricFamily(f"{prefix}_evictions", "Entries evicted: size (the tenant's byte budget) "
+                                        "or ttl (expired)", labels=["tenant", "reason"])
+        size = GaugeMetricFamily(f"{prefix}_bytes", "Estimated bytes held by the tenant's cache partition",
+                                 labels=["tenant"])
+        entries = GaugeMetricFamily(f"{prefix}_entries", "Entries in the tenant's cache partition", labels=["tenant"])
+        for tenant, stats in sorted(self._cache.stats().items()):
+            hits.add_metric([tenant], stats.hits)
+            misses.add_metric([tenant], stats.misses)
+            for reason, count in sorted(stats.evictions.items()):
+                evictions.add_metric([tenant, reason], count)
+            size.add_metric([tenant], stats.bytes)
+            entries.add_metric([tenant], stats.entries)
+        return [hits, misses, evictions, size, entries]

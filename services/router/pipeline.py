@@ -49,6 +49,8 @@ class Outcome:
     models: list[tuple[str, str]] = field(default_factory=list)
     #: The shadow policy's verdict on the same signals (a shadow canary), else None.
     shadow: Verdict | None = None
+    #: True when the verdict was reused from the verdict cache (services/router/cached_pipeline.py).
+    cached: bool = False
 
 
 @dataclass
@@ -120,6 +122,7 @@ class Pipeline:
         verdict = evaluate(policy, signals, collected.matchable)
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
         shadow_verdict = evaluate(shadow, signals, collected.matchable) if shadow is not None else None
+        self.models.update(collected.models)  # the versions the services named last (a swap shows here)
         used = [m for stage in (*self._text_models(job), "vision", "ocr") if self._used(stage, item, policy)
                 for m in collected.models.get(stage) or self.models.get(stage, [])]
         return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
@@ -148,6 +151,14 @@ class Pipeline:
             collected.failures.append(StageFailure(stage, f"skipped under overload ({stage} queue)", skipped=True))
             return True
         return False
+
+    def uses(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
+        """Whether `item` under `policy` may go through `stage` (text, text_semantic, vision or ocr);
+        text_semantic whenever text is used and the router has it (which texts go there depends on
+        their cheap scores)."""
+        if stage == "text_semantic" and self.text_semantic is None:
+            return False
+        return self._used(stage, item, policy)
 
     def _used(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
         if stage in ("text", "text_semantic"):

@@ -101,7 +101,8 @@ class PolicyLifecycle:
         """Append the decision's audit record and count it for its canary."""
         verdict = outcome.verdict
         self.audit.append(audit_record(AuditInput(selection.tenant.id, request_id, item_id, metadata, texts,
-                                                  selection.policy, verdict, outcome.models, selection.canary_arm),
+                                                  selection.policy, verdict, outcome.models, selection.canary_arm,
+                                                  outcome.cached),
                                        now=time.time()))
         actions = {c.category: c.action for c in verdict.categories}
         shadow = outcome.shadow

@@ -30,6 +30,7 @@ from services.common.metrics import new_registry
 from services.common.status import call_status, code_for, describe, retry_after_s
 from services.common.tracing.spans import item_span
 from services.router.admission import Admission, Ticket
+from services.router.cached_pipeline import CachedPipeline
 from services.router.config import RouterConfig
 from services.router.control.runtime import Snapshot
 from services.router.deadlines import budget_s
@@ -76,6 +77,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         self.config = config
         self.lifecycle = lifecycle
         self.pipeline = pipeline
+        self.verdicts = CachedPipeline.from_config(pipeline, config.verdict_cache)
         self.admission = Admission()
         self.lane_gate = LaneGate(config.lane, config.lanes)
         self.metrics = metrics if metrics is not None else RouterMetrics(new_registry("router", __version__))
@@ -137,8 +139,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         requester = Requester(tenant.id, caller.snapshot.tenants.priority(tenant), tenant.weight)
         try:
             with self.lifecycle.observing(selection, item.id):
-                outcome = await self.pipeline.run(valid, policy, deadline, requester, tenant.degrade,
-                                                  shadow=selection.shadow)
+                outcome = await self.verdicts.run(selection, valid, deadline, requester, tenant.degrade)
         finally:
             if ticket is not None:
                 self.admission.release(ticket)

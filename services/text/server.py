@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from services.common.serving.modality_main import run_modality
 from services.common.serving.model_api import ServedModel
 from services.common.serving.modality_config import ModalityServiceConfig
 
@@ -37,6 +36,10 @@ def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Imported here, not at the top: `served_models` is also used without the gRPC server stack (a Triton
+    # Inference Server hosting the same models, services/common/serving/pytriton_host.py).
+    from services.common.serving.modality_main import run_modality
+
     return run_modality("text", served_models, argv)
 
 

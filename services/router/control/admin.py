@@ -230,7 +230,7 @@ def audit_message(record: AuditRecord) -> apb.AuditRecord:
         audit_id=record.audit_id, request_id=record.request_id, item_id=record.item_id, tenant=record.tenant,
         time=record.time, decision=DECISIONS[record.decision], policy_name=record.policy_name,
         policy_version=record.policy_version, degraded=record.degraded, canary_arm=record.canary_arm,
-        metadata=dict(record.metadata), content=list(record.content),
+        metadata=dict(record.metadata), content=list(record.content), cached=record.cached,
         models=[pb.ModelVersion(name=name, version=version) for name, version in record.models],
         categories=[apb.AuditCategory(category=c.category, score=c.score, action=DECISIONS[c.action], rule=c.rule)
                     for c in record.categories])

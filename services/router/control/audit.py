@@ -64,6 +64,8 @@ class AuditRecord:
     canary_arm: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
     content: tuple[str, ...] = ()
+    #: The decision was reused from the verdict cache (services/router/cached_pipeline.py).
+    cached: bool = False
     #: Records stored before the field existed are taxonomy 1.
     taxonomy: int = 1
     #: The policy's accuracy profile (fast | balanced | accurate); "" for taxonomy-1 records.
@@ -80,7 +82,7 @@ class AuditRecord:
                 "models": [[name, version] for name, version in self.models],
                 "evidence": [evidence_reference(e) for e in self.evidence], "degraded": self.degraded,
                 "canary_arm": self.canary_arm, "metadata": dict(self.metadata), "content": list(self.content),
-                "taxonomy": self.taxonomy, "profile": self.profile}
+                "taxonomy": self.taxonomy, "profile": self.profile, "cached": self.cached}
 
     @classmethod
     def from_json_dict(cls, data: Mapping[str, Any]) -> AuditRecord:
@@ -107,6 +109,7 @@ class AuditInput:
     verdict: Verdict
     models: Sequence[tuple[str, str]]
     canary_arm: str = ""
+    cached: bool = False
 
 
 def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> AuditRecord:
@@ -121,7 +124,7 @@ def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> Audit
         evidence=tuple(e if with_content else without_content(e) for e in verdict.evidence),
         degraded=bool(verdict.degradations), canary_arm=source.canary_arm, metadata=dict(source.metadata),
         content=tuple(source.texts) if with_content else (), taxonomy=TAXONOMY_VERSION,
-        profile=source.policy.profile)
+        profile=source.policy.profile, cached=source.cached)
 
 
 def without_content(evidence: Evidence) -> Evidence:

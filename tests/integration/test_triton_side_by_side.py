@@ -1,0 +1,65 @@
+"""A real NVIDIA Triton Inference Server (PyTriton 0.7.0, tritonserver 2.51, `.venv-triton`) hosting the
+project's text model with Triton's dynamic batcher, behind the unchanged router (its text upstream URL
+pointed at Triton): every answer has the same decision, category scores and evidence as the project's
+own text service gives through the session mesh's router, for benign, spam, insulting, obfuscated and
+Chinese texts, one at a time and in one concurrent batch."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import grpc
+import pytest
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+
+from bench.payloads import TEXTS
+from bench.side_router import side_router
+from bench.triton_side import triton_server
+from services.launcher import MODALITIES, Mesh
+from tests.stubs import KEY_A, item
+
+EXTRA = ("sh1t, f.u.c.k this", "ＦＲＥＥ money!!! click http://bit.ly/x now", "傻＊逼", "have a nice day")
+
+
+@pytest.fixture(scope="module")
+def triton_router(mesh: Mesh, tenants_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with triton_server("text", output=subprocess.DEVNULL) as triton:
+        upstreams = {m: mesh.address(m) for m in MODALITIES} | {"text": triton.address}
+        with side_router(tmp_path_factory.mktemp("triton-router"), upstreams, tenants_file, {},
+                         with_metrics=False) as router:
+            yield router.address("router")
+
+
+def answers(address: str, policy: str) -> list[pb.ModerateResponse]:
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.ModerationServiceStub(channel)
+        request = pb.ModerateBatchRequest(items=[item(text, item_id=f"t{i}") for i, text in enumerate(TEXTS + EXTRA)],
+                                          policy=policy)
+        batch = stub.ModerateBatch(request, metadata=[("x-api-key", KEY_A)], timeout=60)
+        single = [stub.Moderate(pb.ModerateRequest(request_id="one", item=item(text), policy=policy),
+                                metadata=[("x-api-key", KEY_A)], timeout=30) for text in TEXTS + EXTRA]
+    return list(batch.results) + single
+
+
+def judged(response: pb.ModerateResponse) -> tuple[object, ...]:
+    return (response.item_id, response.decision, response.degraded, response.error.code,
+            [(c.category, round(c.score, 4), c.action, c.rule) for c in response.categories],
+            [e.SerializeToString(deterministic=True) for e in response.evidence])
+
+
+@pytest.mark.parametrize("policy", ["default", "strict"])
+def test_triton_behind_the_router_decides_as_the_text_service(triton_router: str, mesh: Mesh, policy: str) -> None:
+    through_triton = answers(triton_router, policy)
+    through_ours = answers(mesh.address("router"), policy)
+    assert all(not r.degraded and not r.error.code for r in through_triton)
+    assert [judged(r) for r in through_triton] == [judged(r) for r in through_ours]
+    assert {r.decision for r in through_ours} >= {pb.ALLOW, pb.BLOCK}  # the texts exercise more than one decision
+    # Triton names only the model it serves; our service also names the ONNX files behind it: proof that
+    # these answers came through Triton.
+    # (which text model answers depends on the policy's profile: text_moderation, text_semantic or both).
+    triton_models = {m.name for m in through_triton[0].models}
+    assert triton_models and triton_models <= {"text_moderation", "text_semantic"}
+    assert len(through_triton[0].models) < len(through_ours[0].models)

@@ -1,0 +1,149 @@
+"""The verdict cache in front of a (fake) pipeline: hits and misses, what is never cached (degraded
+verdicts, errors, unknown or changed model versions), canary arms and shadow verdicts, and evidence
+offsets mapped onto each spelling of one normalised text."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Sequence
+
+import pytest
+
+from services.router.cached_pipeline import CachedPipeline, CachedVerdict
+from services.router.control.runtime import Selection
+from services.router.fusion import Degradation, Evidence, TextSpanEvidence, Verdict
+from services.router.pipeline import Outcome, Pipeline
+from services.router.policy import CompiledPolicy, PolicyDocument, compile_policy
+from services.router.scheduler import Requester
+from services.router.tenants import Tenant
+from services.router.validation import TextPart, ValidItem
+from services.router.verdict_cache import VerdictCache, VerdictCacheConfig
+
+MODELS = [("text_moderation", "1"), ("toxicity_en", "3")]
+REQUESTER = Requester("acme", 0)
+
+
+class FakePipeline(Pipeline):
+    """Answers from a script: a verdict that blocks the first "idiot" with its raw offsets."""
+
+    def __init__(self) -> None:
+        super().__init__(None, None, None)  # type: ignore[arg-type]  # the dispatchers are never used
+        self.models = {"text": list(MODELS)}
+        self.calls = 0
+        self.degraded = False
+        self.fail = False
+        self.answer_models = list(MODELS)
+
+    async def run(self, item: ValidItem, policy: CompiledPolicy, deadline: float, requester: Requester,
+                  skippable: Sequence[str] = (), shadow: CompiledPolicy | None = None) -> Outcome:
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("upstream broke")
+        text = item.texts[0].text
+        start = text.lower().find("idiot")
+        evidence: list[Evidence] = [TextSpanEvidence("harassment", 0, start, start + 5, text[start:start + 5], matched_term="idiot",
+                                     score=1.0)] if start >= 0 else []
+        evidence.append(TextSpanEvidence("spam", 0, 0, len(text), text, score=0.7))
+        verdict = Verdict("block" if start >= 0 else "allow", [], evidence,
+                          [Degradation("text", "unavailable", "fail_open")] if self.degraded else [])
+        return Outcome(verdict, {"text": 1.0}, list(self.answer_models),
+                       Verdict("review") if shadow is not None else None)
+
+
+def policy(version: str = "v1") -> CompiledPolicy:
+    return compile_policy(PolicyDocument("default", version))
+
+
+def selection(tenant: str = "acme", version: str = "v1", arm: str | None = None,
+              shadow: CompiledPolicy | None = None) -> Selection:
+    return Selection(Tenant(tenant, "0" * 64, ("default",)), policy(version), shadow, None, arm)  # type: ignore[arg-type]
+
+
+def item(text: str) -> ValidItem:
+    return ValidItem("it", (TextPart(0, text),))
+
+
+def make(text_key: str = "normalized") -> tuple[CachedPipeline, FakePipeline]:
+    fake = FakePipeline()
+    config = VerdictCacheConfig(enabled=True, text_key=text_key)  # type: ignore[arg-type]
+    return CachedPipeline(fake, VerdictCache[CachedVerdict](config, clock=lambda: 0.0)), fake
+
+
+def run(cached: CachedPipeline, chosen: Selection, text: str) -> Outcome:
+    return asyncio.run(cached.run(chosen, item(text), deadline=1e12, requester=REQUESTER))
+
+
+def test_the_second_identical_item_is_answered_from_the_cache() -> None:
+    cached, fake = make()
+    first = run(cached, selection(), "you idiot")
+    second = run(cached, selection(), "you idiot")
+    assert fake.calls == 1 and not first.cached and second.cached
+    assert second.verdict.decision == "block" and second.models == MODELS
+    assert set(second.timings_ms) == {"cache"}
+
+
+def test_a_respelling_with_the_same_normalised_form_gets_its_own_offsets() -> None:
+    cached, fake = make()
+    run(cached, selection(), "you idiot")
+    other = "  YOU   IDIOT "
+    outcome = run(cached, selection(), other)
+    assert fake.calls == 1 and outcome.cached
+    spans = {e.category: e for e in outcome.verdict.evidence if isinstance(e, TextSpanEvidence)}
+    assert (spans["harassment"].start, spans["harassment"].end, spans["harassment"].text) == (8, 13, "IDIOT")
+    assert (spans["spam"].start, spans["spam"].end, spans["spam"].text) == (0, len(other), other)
+
+
+def test_exact_text_keys_do_not_merge_spellings() -> None:
+    cached, fake = make("exact")
+    run(cached, selection(), "you idiot")
+    assert not run(cached, selection(), "YOU IDIOT").cached
+    assert run(cached, selection(), "YOU IDIOT").cached and fake.calls == 2
+
+
+def test_other_tenants_versions_and_arms_miss() -> None:
+    cached, fake = make()
+    run(cached, selection(), "gg")
+    for other in (selection(tenant="other"), selection(version="v2"), selection(arm="candidate"),
+                  selection(shadow=policy("v9"))):
+        assert not run(cached, other, "gg").cached
+    assert fake.calls == 5
+
+
+def test_a_shadow_verdict_is_cached_with_the_baseline() -> None:
+    cached, _ = make()
+    run(cached, selection(shadow=policy("v9")), "gg")
+    outcome = run(cached, selection(shadow=policy("v9")), "gg")
+    assert outcome.cached and outcome.shadow is not None and outcome.shadow.decision == "review"
+
+
+def test_degraded_verdicts_and_errors_are_not_cached() -> None:
+    cached, fake = make()
+    fake.degraded = True
+    run(cached, selection(), "gg")
+    assert not run(cached, selection(), "gg").cached
+    fake.degraded, fake.fail = False, True
+    with pytest.raises(RuntimeError):
+        run(cached, selection(), "hello")
+    fake.fail = False
+    assert not run(cached, selection(), "hello").cached
+
+
+def test_unknown_or_changed_model_versions_are_not_cached() -> None:
+    cached, fake = make()
+    fake.models = {}
+    run(cached, selection(), "gg")
+    assert not run(cached, selection(), "gg").cached  # versions unknown: no key
+    fake.models = {"text": list(MODELS)}
+    fake.answer_models = [("text_moderation", "2")]  # the service swapped models behind the router
+    run(cached, selection(), "gg")
+    assert not run(cached, selection(), "gg").cached
+    fake.models = {"text": [("text_moderation", "2")]}  # the router learnt the new versions: a new key
+    run(cached, selection(), "gg")
+    assert run(cached, selection(), "gg").cached
+
+
+def test_without_a_cache_every_item_runs() -> None:
+    fake = FakePipeline()
+    cached = CachedPipeline(fake, None)
+    run(cached, selection(), "gg")
+    assert not run(cached, selection(), "gg").cached and fake.calls == 2
