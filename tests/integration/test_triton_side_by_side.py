@@ -7,6 +7,7 @@ Chinese texts, one at a time and in one concurrent batch."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -30,7 +31,26 @@ def triton_router(mesh: Mesh, tenants_file: Path, tmp_path_factory: pytest.TempP
         upstreams = {m: mesh.address(m) for m in MODALITIES} | {"text": triton.address}
         with side_router(tmp_path_factory.mktemp("triton-router"), upstreams, tenants_file, {},
                          with_metrics=False) as router:
+            wait_until_answered_without_degradation(router.address("router"))
             yield router.address("router")
+
+
+def wait_until_answered_without_degradation(address: str, timeout_s: float = 60.0) -> None:
+    """Triton's first calls (cold sessions, the router's first connection to it) can miss an item's
+    deadline and come back degraded; the comparison starts once the path answers normally."""
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.ModerationServiceStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                response = stub.Moderate(pb.ModerateRequest(request_id="warm", item=item("warming up")),
+                                         metadata=[("x-api-key", KEY_A)], timeout=30)
+                if not response.degraded:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.5)
+    raise AssertionError(f"the router behind Triton gave no non-degraded answer within {timeout_s} s")
 
 
 def answers(address: str, policy: str) -> list[pb.ModerateResponse]:
