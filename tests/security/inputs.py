@@ -7,7 +7,6 @@ import struct
 import zlib
 
 import grpc
-from auditmesh.v1 import moderation_pb2 as pb
 from PIL import Image
 
 from tests.fixtures.render import render_text_image
@@ -16,16 +15,6 @@ MODERATE = "/auditmesh.v1.ModerationService/Moderate"
 MODERATE_BATCH = "/auditmesh.v1.ModerationService/ModerateBatch"
 MODERATE_STREAM = "/auditmesh.v1.ModerationService/ModerateStream"
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
-
-
-def item(*parts: str | bytes, item_id: str = "it-1") -> pb.Item:
-    message = pb.Item(id=item_id)
-    for part in parts:
-        if isinstance(part, str):
-            message.parts.add(text=part)
-        else:
-            message.parts.add(image=pb.Image(data=part))
-    return message
 
 
 def png_chunk(kind: bytes, data: bytes) -> bytes:

@@ -15,7 +15,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from services.launcher import Mesh, free_base_port, mesh_services
 from tests.security.conftest import CHANNEL_OPTIONS, KEY
-from tests.security.inputs import auth, item, plain_png
+from tests.security.inputs import auth, plain_png
+from tests.stubs import item
 
 #: What a status message may take: gRPC sends it in a trailer (8 KiB of metadata by default).
 MAX_DETAILS_BYTES = 1024

@@ -9,7 +9,8 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from tests.security.conftest import KEY
-from tests.security.inputs import auth, item
+from tests.security.inputs import auth
+from tests.stubs import item
 
 
 def moderate_with(stub: pb_grpc.ModerationServiceStub, metadata: dict[str, str]) -> pb.ModerateResponse:

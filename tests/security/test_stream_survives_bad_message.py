@@ -10,7 +10,8 @@ import grpc
 from auditmesh.v1 import moderation_pb2 as pb
 
 from tests.security.conftest import KEY
-from tests.security.inputs import MODERATE_STREAM, auth, item
+from tests.security.inputs import MODERATE_STREAM, auth
+from tests.stubs import item
 
 
 def request(request_id: str, text: str) -> bytes:
