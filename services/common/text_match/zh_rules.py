@@ -12,8 +12,9 @@ a frame with slots can: `{GROUP}(都是|全是){NEGATIVE}`. Rules are data (data
   `unless` (a pattern that, found anywhere in the text, vetoes the rule), `starts_with` (slot names:
   the pattern can only start where one of their values starts, so it is tried only there, found
   with one Aho-Corasick pass; this keeps slot-initial rules cheap on long texts), `needs_target` (only when
-  someone is addressed, zh_context.addressed) and `max_action` ("review": a weak signal that alone
-  may at most send the text to review).
+  someone is addressed, zh_context.addressed), `max_action` ("review": a weak signal that alone
+  may at most send the text to review) and `examples` (`{"hit": [...], "miss": [...]}`: texts the rule
+  must and must not fire on through the default lexicon; tests/unit/common/text_match checks every one).
 
 Patterns are compiled once; `find_rules` first finds, with one Aho-Corasick pass, which of the
 literals the rules need (zh_rule_literals.py) occur in the text, and searches only the rules whose
@@ -67,6 +68,9 @@ class Rule:
     needs: tuple[frozenset[str], ...] = ()
     requires_needs: tuple[frozenset[str], ...] = ()
     unless_needs: tuple[frozenset[str], ...] = ()
+    #: texts the rule must fire on and must not fire on (the `examples` of the data; checked in tests)
+    hits: tuple[str, ...] = ()
+    misses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,14 +162,30 @@ def parse_rules(document: dict[str, Any], path: Path | str = "<rules>") -> tuple
         if max_action not in _ACTIONS:
             raise ValueError(f"{where}: max_action: must be null or 'review', got {max_action!r}")
         pattern = _expand(raw["pattern"], slots, f"{where}: pattern")
+        hits, misses = _examples(raw.get("examples"), where)
         requires = _expand(raw["requires"], slots, f"{where}: requires") if raw.get("requires") else None
         unless = _expand(raw["unless"], slots, f"{where}: unless") if raw.get("unless") else None
         rules.append(Rule(
             raw["id"], categories, severity, pattern, requires, unless,
             bool(raw.get("needs_target", False)), max_action,
             _starts_automaton(raw.get("starts_with"), literals, where),
-            needs(pattern), needs(requires) if requires else (), needs(unless) if unless else ()))
+            needs(pattern), needs(requires) if requires else (), needs(unless) if unless else (), hits, misses))
     return tuple(rules)
+
+
+def _examples(raw: Any, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The `examples` of a rule: `{"hit": [texts], "miss": [texts]}` (both optional lists of strings)."""
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, dict) or set(raw) - {"hit", "miss"}:
+        raise ValueError(f"{where}: examples: must be an object with lists 'hit' and 'miss'")
+    lists = []
+    for key in ("hit", "miss"):
+        values = raw.get(key, [])
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            raise ValueError(f"{where}: examples.{key}: must be a list of non-empty strings")
+        lists.append(tuple(values))
+    return lists[0], lists[1]
 
 
 def _starts_automaton(names: Any, literals: dict[str, list[str]], where: str) -> Any:
