@@ -26,6 +26,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -352,13 +353,19 @@ class _Context:
 
     def rejects(self, entry: LexiconEntry, start: int, end: int) -> bool:
         """True when a hit of `entry` on [start, end) is a straddle or lacks a needed target."""
-        if entry.needs_target and not self.is_addressed():
-            return True
+        if entry.needs_target and not self.is_addressed() and not _term_addresses(entry.term):
+            return True  # a term that itself addresses someone (你妈死了, matched as nmsl) is its own target
         if entry.unambiguous or not any(_is_cjk(c) for c in self._haystack[start:end]):
             return False
         if self._spans is None:
             self._spans = word_spans(self._haystack)
         return cuts_word(self._spans, start, end)
+
+
+@lru_cache(maxsize=4096)
+def _term_addresses(term: str) -> bool:
+    """Whether a listed term itself addresses someone (it holds 你, 您... from zh_addressees.json)."""
+    return addressed(normalize(term).text)
 
 
 def _is_cjk(char: str) -> bool:

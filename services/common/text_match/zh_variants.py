@@ -15,7 +15,7 @@ this module builds a SECOND normalised view of the original text in which
 3. runs of two or more single Latin letters separated by spaces or punctuation are joined (s b -> sb),
 4. `words` from data/zh_variants.json are replaced in the normalised text: syllables typed in Latin
    letters for the key characters of rules (si了算了, gun出去: whole Latin tokens only), a digit that
-   stands for a character next to Han text (4了 -> 死了) and known homophone spellings (紫砂 -> 自杀).
+   stands for a character next to Han text (4了 -> 死了, 去4 -> 去死) and known homophone spellings (紫砂 -> 自杀).
 
 The lexicon matches this view like the normal one, with the same word-boundary and target checks: a
 split form is often an ordinary word (口巴 is rare, but 木子 is a name), so a recomposed character only
@@ -229,8 +229,8 @@ def _words_pattern() -> re.Pattern[str]:
         escaped = re.escape(key)
         if key.isascii() and key.isalpha():
             alternatives.append(rf"(?<![a-z]){escaped}(?![a-z])")
-        elif key.isdigit():
-            alternatives.append(rf"(?<![0-9]){escaped}(?=[\u4e00-\u9fff])")
+        elif key.isdigit():  # before a Han character (4了), or after one at the end of a clause (去4)
+            alternatives.append(rf"(?<![0-9]){escaped}(?=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff]){escaped}(?![0-9a-z])")
         else:
             alternatives.append(escaped)
     return re.compile("|".join(alternatives) or r"(?!)")

@@ -106,3 +106,9 @@ def test_two_latin_initials_in_english_text_are_not_a_pinyin_hit() -> None:
     assert find_pinyin("i'll be there at five", term_syllables("裸聊"), initials=True) == []
     assert find_pinyin("ll 你来吗", term_syllables("裸聊"), initials=True) == [(0, 2)]
     assert find_pinyin("nmsl", term_syllables("你妈死了"), initials=True) == [(0, 4)]
+
+
+def test_a_term_that_addresses_someone_needs_no_other_target() -> None:
+    lexicon = Lexicon.load()
+    assert "harassment" in {m.category for m in lexicon.find(normalize("NMSL"))}  # 你妈死了 by its initials
+    assert "harassment" not in {m.category for m in lexicon.find(normalize("这部电影真垃圾"))}  # 垃圾 needs one

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.common.text_match.lexicon import Lexicon
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_variants import variant_view
 
@@ -21,3 +22,21 @@ def test_regression_le_yi_is_not_recomposed_to_zi_across_a_word(text: str) -> No
     # 了 + 一 compose 子 in the decomposition table; here 一 belongs to 一个/一下/一句/一顿
     view = variant_view(normalize(text))
     assert view is None or "子" not in view.text, view.text
+
+
+def categories(text: str) -> set[str]:
+    return {m.category for m in Lexicon.load().find(normalize(text))}
+
+
+@pytest.mark.parametrize(("text", "category"), [
+    ("你怎么还不去4", "self_harm"),   # a digit after a Han character at the end of a clause
+    ("东北人都是pian子", "hate"),      # a syllable of a rule's key character typed in Latin letters
+    ("河南人都是骗zi", "hate"),
+])
+def test_digit_and_syllable_words_complete_rules(text: str, category: str) -> None:
+    assert category in categories(text)
+
+
+@pytest.mark.parametrize("text", ["我4点到", "还剩4", "第4", "这个zi我不认识", "我们去kan电影"])
+def test_digit_and_syllable_words_alone_are_benign(text: str) -> None:
+    assert categories(text) == set()
