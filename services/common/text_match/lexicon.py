@@ -138,7 +138,7 @@ class Lexicon:
     _contact_rule: bool
     _contexts: tuple[ContextRule, ...]
     _entries: tuple[LexiconEntry, ...]
-    _phonetic: tuple[tuple[tuple[str, ...], LexiconEntry], ...]
+    _phonetic: tuple[tuple[tuple[str, ...], LexiconEntry, str], ...]
     _rules: tuple[Rule, ...]
     _version: str
 
@@ -151,8 +151,8 @@ class Lexicon:
         object.__setattr__(self, "_contact_rule", contact_rule)
         object.__setattr__(self, "_rules", rules)
         object.__setattr__(self, "_contexts", contexts)
-        object.__setattr__(self, "_phonetic", tuple(
-            (term_syllables(normalize(e.term).text), e) for e in entries
+        object.__setattr__(self, "_phonetic", tuple(  # (syllables, entry, normalised term)
+            (term_syllables(term), e, term) for e, term in ((e, normalize(e.term).text) for e in entries)
             if "pinyin" in e.spaces or "initials" in e.spaces))
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -270,14 +270,16 @@ class Lexicon:
 
         def keep(category: str, term: str, severity: int, source: str, max_action: str | None,
                  start: int, end: int) -> None:
-            if context.suppressed(category, severity, start, end):
-                return
             first, last = text.original_span(start, end)
             key = (category, first, last)
             current = best.get(key)
             if current is None or severity > current.severity or (
                     severity == current.severity and current.max_action is not None and max_action is None):
-                best[key] = Match(category, term, severity, first, last, text.original[first:last], source, max_action)
+                # the context check (regex searches per context rule) only for a hit that would be kept:
+                # a span already held at this severity by another entry, rule or view needs none
+                if not context.suppressed(category, severity, start, end):
+                    best[key] = Match(category, term, severity, first, last, text.original[first:last], source,
+                                      max_action)
 
         def keep_entry(entry: LexiconEntry, term: str, start: int, end: int) -> None:
             if not context.rejects(entry, start, end):
@@ -293,9 +295,9 @@ class Lexicon:
                 for entry in pattern.entries:
                     keep_entry(entry, pattern.term, start, last + 1)
         starts = StartIndex(haystack) if self._phonetic and words else None
-        for syllables, entry in self._phonetic if words else ():
+        for syllables, entry, term in self._phonetic if words else ():
             for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
-                keep_entry(entry, normalize(entry.term).text, start, end)
+                keep_entry(entry, term, start, end)
         for hit in find_rules(haystack, self._rules) if rules else ():
             if hit.rule.needs_target and not context.is_addressed():
                 continue
