@@ -13,6 +13,7 @@ this module builds a SECOND normalised view of the original text in which
    (走了|一个 holds 了一, which composes 子): a real split form is segmented as single components,
    or as one word of its own,
 3. runs of two or more single Latin letters separated by spaces or punctuation are joined (s b -> sb),
+   and so are short Latin tokens separated by single spaces next to Han text (个la ji -> 个laji),
 4. `words` from data/zh_variants.json are replaced in the normalised text: syllables typed in Latin
    letters for the key characters of rules (si了算了, gun出去: whole Latin tokens only), a digit that
    stands for a character next to Han text (4了 -> 死了, 去4 -> 去死) and known homophone spellings (紫砂 -> 自杀).
@@ -51,6 +52,9 @@ RECOMPOSE_PATH = DATA_DIR / "zh_recompose.json"
 _INVISIBLE = frozenset("\u200d\ufe0e\ufe0f")  # ZWJ and variation selectors inside emoji sequences
 _LETTER = re.compile("[a-z]")
 _SPACED_LETTERS = re.compile(r"(?<![a-z0-9])[a-z](?:[\s.\-_*#·|~^+/\\]{1,3}[a-z](?![a-z0-9]))+")
+#: pinyin syllables typed with spaces right next to Han text (个la ji): joined like spaced letters
+_SPACED_SYLLABLES = re.compile("(?:(?<=[\u4e00-\u9fff])[a-z]{1,6}(?: [a-z]{1,6})+(?![a-z0-9])"
+                               "|(?<![a-z0-9])[a-z]{1,6}(?: [a-z]{1,6})+(?=[\u4e00-\u9fff]))")
 
 
 @lru_cache(maxsize=1)
@@ -195,7 +199,8 @@ def _recompose(chars: list[str], starts: list[int], ends: list[int]) -> tuple[li
 def _spaced_letters(text: str) -> bool:
     # the pattern starts with a look-behind, which keeps the regex engine from skipping ahead: a
     # plain letter scan first makes a text without Latin letters (most Chinese) cost almost nothing
-    return _LETTER.search(text) is not None and _SPACED_LETTERS.search(text) is not None
+    return _LETTER.search(text) is not None and (_SPACED_LETTERS.search(text) is not None
+                                                 or _SPACED_SYLLABLES.search(text) is not None)
 
 
 def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
@@ -203,8 +208,9 @@ def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple
     if not _spaced_letters(text):
         return chars, starts, ends
     drop: set[int] = set()
-    for match in _SPACED_LETTERS.finditer(text):
-        drop.update(i for i in range(match.start(), match.end()) if not "a" <= text[i] <= "z")
+    for pattern in (_SPACED_LETTERS, _SPACED_SYLLABLES):
+        for match in pattern.finditer(text):
+            drop.update(i for i in range(match.start(), match.end()) if not "a" <= text[i] <= "z")
     if not drop:
         return chars, starts, ends
     keep = [i for i in range(len(chars)) if i not in drop]

@@ -40,3 +40,17 @@ def test_digit_and_syllable_words_complete_rules(text: str, category: str) -> No
 @pytest.mark.parametrize("text", ["我4点到", "还剩4", "第4", "这个zi我不认识", "我们去kan电影"])
 def test_digit_and_syllable_words_alone_are_benign(text: str) -> None:
     assert categories(text) == set()
+
+
+@pytest.mark.parametrize(("text", "joined"), [("楼上就是个lā jī", "楼上就是个垃圾"), ("楼上就是个la ji", "楼上就是个垃圾")])
+def test_spaced_and_tone_marked_syllables_next_to_han_are_joined(text: str, joined: str) -> None:
+    view = variant_view(normalize(text))
+    assert view is not None and view.text == joined
+    assert "harassment" in categories(text)
+
+
+@pytest.mark.parametrize("text", ["I love you so much", "我说 ok then，走吧"])
+def test_spaced_words_away_from_han_or_ordinary_are_left_benign(text: str) -> None:
+    # joined syllables (then laji -> 垃圾) only matter where they complete a listed term
+    assert variant_view(normalize("I love you so much")) is None
+    assert categories(text) == set()
