@@ -13,7 +13,9 @@ this module builds a SECOND normalised view of the original text in which
    (走了|一个 holds 了一, which composes 子): a real split form is segmented as single components,
    or as one word of its own,
 3. runs of two or more single Latin letters separated by spaces or punctuation are joined (s b -> sb),
-   and so are short Latin tokens separated by single spaces next to Han text (个la ji -> 个laji),
+   and so are short Latin tokens separated by single spaces next to Han text (个la ji -> 个laji); separators
+   between Han text and Latin letters or digits are dropped (弄~s~i~你 -> 弄si你), and a Latin unit typed
+   again and again is read once (nmslnmsl -> nmsl),
 4. `words` from data/zh_variants.json are replaced in the normalised text: syllables typed in Latin
    letters for the key characters of rules (si了算了, gun出去: whole Latin tokens only), a digit that
    stands for a character next to Han text (4了 -> 死了, 去4 -> 去死) and known homophone spellings (紫砂 -> 自杀).
@@ -51,7 +53,13 @@ VARIANTS_PATH = DATA_DIR / "zh_variants.json"
 RECOMPOSE_PATH = DATA_DIR / "zh_recompose.json"
 _INVISIBLE = frozenset("\u200d\ufe0e\ufe0f")  # ZWJ and variation selectors inside emoji sequences
 _LETTER = re.compile("[a-z]")
-_SPACED_LETTERS = re.compile(r"(?<![a-z0-9])[a-z](?:[\s.\-_*#·|~^+/\\]{1,3}[a-z](?![a-z0-9]))+")
+_SPACED_LETTERS = re.compile(r"(?<![a-z0-9])[a-z](?:[\s.\-_*#·|~^+/\\、…]{1,3}[a-z](?![a-z0-9]))+")
+#: separators between a Han character and a Latin letter or digit (弄~si~你, 去#4, fei 物): normalize()
+#: folds them only between Han characters, so mixed-script evasions keep them
+_MIXED_SEPARATORS = re.compile("(?<=[\u4e00-\u9fff])[\\s.\\-_*#·|~^+/\\\\、…]{1,3}(?=[a-z0-9])"
+                               "|(?<=[a-z0-9])[\\s.\\-_*#·|~^+/\\\\、…]{1,3}(?=[\u4e00-\u9fff])")
+#: a Latin unit of 3-6 letters typed twice or more in a row (nmslnmsl, tmdtmd): read once
+_REPEATED_UNIT = re.compile(r"(?<![a-z])([a-z]{3,6})\1+(?![a-z])")
 #: pinyin syllables typed with spaces right next to Han text (个la ji): joined like spaced letters
 _SPACED_SYLLABLES = re.compile("(?:(?<=[\u4e00-\u9fff])[a-z]{1,6}(?: [a-z]{1,6})+(?![a-z0-9])"
                                "|(?<![a-z0-9])[a-z]{1,6}(?: [a-z]{1,6})+(?=[\u4e00-\u9fff]))")
@@ -96,7 +104,7 @@ def variant_view(text: NormalizedText,
     original = text.original
     has_symbol = not symbol_starts.isdisjoint(original)
     has_pair = not pair_starts.isdisjoint(text.text)
-    has_letters = _spaced_letters(text.text)
+    has_letters = _spaced_letters(text.text) or _mixed_separators(text.text) or _repeats(text.text)
     has_word = bool(_word_matches(text.text))
     if not (has_symbol or has_pair or has_letters or has_word):
         return None
@@ -112,6 +120,7 @@ def variant_view(text: NormalizedText,
         ends = [o + 1 for o in text.offsets] if text.ends is None else list(text.ends)
     chars, starts, ends = _recompose(chars, starts, ends)
     chars, starts, ends = _join_letters(chars, starts, ends)
+    chars, starts, ends = _collapse_repeats(chars, starts, ends)
     chars, starts, ends = _replace_words(chars, starts, ends)
     result = "".join(chars)
     if result == text.text:
@@ -203,14 +212,49 @@ def _spaced_letters(text: str) -> bool:
                                                  or _SPACED_SYLLABLES.search(text) is not None)
 
 
+def _repeats(text: str) -> bool:
+    return _LETTER.search(text) is not None and _REPEATED_UNIT.search(text) is not None
+
+
+def _collapse_repeats(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
+    """nmslnmsl -> nmsl: the unit keeps the first copy's starts; its last character ends where the run does."""
+    text = "".join(chars)
+    if not _repeats(text):
+        return chars, starts, ends
+    out_c: list[str] = []
+    out_s: list[int] = []
+    out_e: list[int] = []
+    position = 0
+    for match in _REPEATED_UNIT.finditer(text):
+        unit_end = match.start() + len(match.group(1))
+        out_c.extend(chars[position:unit_end])
+        out_s.extend(starts[position:unit_end])
+        out_e.extend(ends[position:unit_end - 1])
+        out_e.append(ends[match.end() - 1])
+        position = match.end()
+    out_c.extend(chars[position:])
+    out_s.extend(starts[position:])
+    out_e.extend(ends[position:])
+    return out_c, out_s, out_e
+
+
+def _mixed_separators(text: str) -> bool:
+    return _MIXED_SEPARATORS.search(text) is not None
+
+
 def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
     text = "".join(chars)
-    if not _spaced_letters(text):
+    if not (_spaced_letters(text) or _mixed_separators(text)):
         return chars, starts, ends
     drop: set[int] = set()
     for pattern in (_SPACED_LETTERS, _SPACED_SYLLABLES):
         for match in pattern.finditer(text):
             drop.update(i for i in range(match.start(), match.end()) if not "a" <= text[i] <= "z")
+    # after the letters are joined (u、p -> up), the separators left between them and Han text (up、主)
+    remaining = "".join(c for i, c in enumerate(text) if i not in drop)
+    index = [i for i in range(len(text)) if i not in drop]
+    for match in _MIXED_SEPARATORS.finditer(remaining):
+        drop.update(index[i] for i in range(match.start(), match.end()))
     if not drop:
         return chars, starts, ends
     keep = [i for i in range(len(chars)) if i not in drop]

@@ -54,3 +54,17 @@ def test_spaced_words_away_from_han_or_ordinary_are_left_benign(text: str) -> No
     # joined syllables (then laji -> 垃圾) only matter where they complete a listed term
     assert variant_view(normalize("I love you so much")) is None
     assert categories(text) == set()
+
+
+@pytest.mark.parametrize(("text", "category"), [
+    ("我~要~弄~s~i~你", "violence"), ("u、p、主真是个废柴", "harassment"), ("你#怎#么#还#不#去#4", "self_harm"),
+    ("二楼，nmslnmsl", "harassment"), ("tmdtmd，电脑又蓝屏了", "profanity"),
+])
+def test_mixed_script_separators_and_repeated_units(text: str, category: str) -> None:
+    assert category in categories(text)
+
+
+def test_repeated_unit_maps_back_to_the_whole_run() -> None:
+    view = variant_view(normalize("tmdtmd"))
+    assert view is not None and view.text == "tmd" and view.original_span(0, 3) == (0, 6)
+    assert categories("我喜欢 Python 编程，hahaha") == set()
