@@ -132,13 +132,16 @@ class _Pattern:
 class Lexicon:
     """An immutable compiled blocklist. Create it with `Lexicon.build` or `Lexicon.load`."""
 
-    __slots__ = ("_automaton", "_contact_rule", "_contexts", "_entries", "_phonetic", "_rules", "_version")
+    __slots__ = ("_automaton", "_contact_rule", "_contexts", "_entries", "_phonetic", "_phonetic_keys", "_rules",
+                 "_version")
 
     _automaton: Any
     _contact_rule: bool
     _contexts: tuple[ContextRule, ...]
     _entries: tuple[LexiconEntry, ...]
     _phonetic: tuple[tuple[tuple[str, ...], LexiconEntry, str], ...]
+    #: per phonetic entry (same order), the StartIndex.first_keys it can begin at; None: always tried
+    _phonetic_keys: tuple[frozenset[str] | None, ...]
     _rules: tuple[Rule, ...]
     _version: str
 
@@ -154,6 +157,7 @@ class Lexicon:
         object.__setattr__(self, "_phonetic", tuple(  # (syllables, entry, normalised term)
             (term_syllables(term), e, term) for e, term in ((e, normalize(e.term).text) for e in entries)
             if "pinyin" in e.spaces or "initials" in e.spaces))
+        object.__setattr__(self, "_phonetic_keys", tuple(_first_keys(syllables) for syllables, _, _ in self._phonetic))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Lexicon is immutable; build a new one instead of setting {name!r}")
@@ -295,7 +299,10 @@ class Lexicon:
                 for entry in pattern.entries:
                     keep_entry(entry, pattern.term, start, last + 1)
         starts = StartIndex(haystack) if self._phonetic and words else None
-        for syllables, entry, term in self._phonetic if words else ():
+        present = starts.first_keys() if starts is not None else set()
+        for (syllables, entry, term), keys in zip(self._phonetic, self._phonetic_keys) if words else ():
+            if keys is not None and keys.isdisjoint(present):
+                continue  # no Han reading or Latin token in the text can begin this term: find_pinyin finds nothing
             for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
                 keep_entry(entry, term, start, end)
         for hit in find_rules(haystack, self._rules) if rules else ():
@@ -362,6 +369,15 @@ class _Context:
         if self._spans is None:
             self._spans = word_spans(self._haystack)
         return cuts_word(self._spans, start, end)
+
+
+def _first_keys(syllables: tuple[str, ...]) -> frozenset[str] | None:
+    """The StartIndex.first_keys a match of `syllables` must begin at: its first syllable (a Han
+    character read so) or that syllable's first letter at the start of a Latin run; None (always try)
+    for a first syllable that is not plain letters."""
+    if not syllables or not (syllables[0].isascii() and syllables[0].isalpha()):
+        return None
+    return frozenset((syllables[0], "latin:" + syllables[0][0]))
 
 
 @lru_cache(maxsize=4096)

@@ -79,6 +79,15 @@ class StartIndex:
         return all(s in self._chars or not s or (s[:1] in self._letters if initials else s in self._text)
                    for s in syllables)
 
+    def first_keys(self) -> set[str]:
+        """Where a match can begin: every reading of the text's Han characters, and each letter that
+        starts a run of Latin letters (as "latin:<letter>"). A term whose first syllable is neither
+        (nor starts with such a letter) cannot match, which callers use to skip it without a call."""
+        keys = set(self._chars)
+        if self._letters:
+            keys.update("latin:" + match.group()[0] for match in _LATIN_RUN.finditer(self._text))
+        return keys
+
     def starts(self, syllable: str) -> list[int]:
         """Candidate start positions for a match whose first syllable is `syllable`, ascending."""
         found = self._found.get(syllable)
