@@ -49,3 +49,9 @@ def test_examples_must_be_lists_of_strings() -> None:
         parse_rules({"slots": {}, "rules": [{**base, "examples": {"hits": ["a"]}}]}, "x.json")
     (rule,) = parse_rules({"slots": {}, "rules": [{**base, "examples": {"hit": ["a"], "miss": ["b"]}}]}, "x.json")
     assert rule.hits == ("a",) and rule.misses == ("b",)
+
+
+@pytest.mark.parametrize("text", ["你这头猪，老子弄死你", "菜鸡，我打断你的腿", "楼主这条咸鱼，小心你的狗腿"])
+def test_regression_an_insult_beside_a_threat_does_not_veto_it(text: str) -> None:
+    # the cooking and gaming vetoes are words (杀鸡, 打怪), not single characters an insult also uses
+    assert "violence" in {m.category for m in lexicon().find(normalize(text))}
