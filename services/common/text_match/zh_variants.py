@@ -53,6 +53,7 @@ VARIANTS_PATH = DATA_DIR / "zh_variants.json"
 RECOMPOSE_PATH = DATA_DIR / "zh_recompose.json"
 _INVISIBLE = frozenset("\u200d\ufe0e\ufe0f")  # ZWJ and variation selectors inside emoji sequences
 _LETTER = re.compile("[a-z]")
+_HAN = re.compile("[\u4e00-\u9fff]")
 _SPACED_LETTERS = re.compile(r"(?<![a-z0-9])[a-z](?:[\s.\-_*#·|~^+/\\、…]{1,3}[a-z](?![a-z0-9]))+")
 #: separators between a Han character and a Latin letter or digit (弄~si~你, 去#4, fei 物): normalize()
 #: folds them only between Han characters, so mixed-script evasions keep them
@@ -208,8 +209,9 @@ def _recompose(chars: list[str], starts: list[int], ends: list[int]) -> tuple[li
 def _spaced_letters(text: str) -> bool:
     # the pattern starts with a look-behind, which keeps the regex engine from skipping ahead: a
     # plain letter scan first makes a text without Latin letters (most Chinese) cost almost nothing
-    return _LETTER.search(text) is not None and (_SPACED_LETTERS.search(text) is not None
-                                                 or _SPACED_SYLLABLES.search(text) is not None)
+    return _LETTER.search(text) is not None and (
+        _SPACED_LETTERS.search(text) is not None
+        or (_HAN.search(text) is not None and _SPACED_SYLLABLES.search(text) is not None))
 
 
 def _repeats(text: str) -> bool:
@@ -239,7 +241,8 @@ def _collapse_repeats(chars: list[str], starts: list[int], ends: list[int]) -> t
 
 
 def _mixed_separators(text: str) -> bool:
-    return _MIXED_SEPARATORS.search(text) is not None
+    # both need a Han character: a scan in C first spares Latin-only text the look-behind regexes
+    return _HAN.search(text) is not None and _MIXED_SEPARATORS.search(text) is not None
 
 
 def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple[list[str], list[int], list[int]]:
@@ -247,7 +250,7 @@ def _join_letters(chars: list[str], starts: list[int], ends: list[int]) -> tuple
     if not (_spaced_letters(text) or _mixed_separators(text)):
         return chars, starts, ends
     drop: set[int] = set()
-    for pattern in (_SPACED_LETTERS, _SPACED_SYLLABLES):
+    for pattern in (_SPACED_LETTERS, _SPACED_SYLLABLES) if _HAN.search(text) else (_SPACED_LETTERS,):
         for match in pattern.finditer(text):
             drop.update(i for i in range(match.start(), match.end()) if not "a" <= text[i] <= "z")
     # after the letters are joined (u、p -> up), the separators left between them and Han text (up、主)
@@ -288,11 +291,15 @@ def _words_pattern() -> re.Pattern[str]:
 
 @lru_cache(maxsize=1)
 def _keys_automaton() -> Any:
-    automaton = ahocorasick.Automaton(ahocorasick.STORE_LENGTH)
-    for key in _words():
-        automaton.add_word(key)
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY)
+    for key in _words():  # (length, Latin-only): a Latin key matches only as a whole Latin token
+        automaton.add_word(key, (len(key), key.isascii() and key.isalpha()))
     automaton.make_automaton()
     return automaton
+
+
+def _is_letter(text: str, position: int) -> bool:
+    return 0 <= position < len(text) and "a" <= text[position] <= "z"
 
 
 def _word_matches(text: str) -> list[re.Match[str]]:
@@ -300,7 +307,11 @@ def _word_matches(text: str) -> list[re.Match[str]]:
     the alternation's look-arounds keep the regex engine from skipping ahead on its own, which made
     a 5,000-character text cost milliseconds. A match can only start where one of its keys does,
     and keys are non-empty, so trying those starts in order gives exactly finditer's matches."""
-    candidates = sorted({end - length + 1 for end, length in _keys_automaton().iter(text)}) if text else []
+    # a Latin key inside a longer Latin word ("ni" in "night") cannot match: its start is not tried,
+    # which keeps English text (full of such substrings) from a regex attempt per occurrence
+    candidates = sorted({end - length + 1 for end, (length, latin) in _keys_automaton().iter(text)
+                         if not latin or not (_is_letter(text, end - length) or _is_letter(text, end + 1))}
+                        ) if text else []
     pattern = _words_pattern()
     matches: list[re.Match[str]] = []
     position = 0
