@@ -64,7 +64,7 @@ def test_a_category_fires_when_the_policy_reviews_or_blocks_it() -> None:
 
 def test_quality_report_and_targets() -> None:
     rows = [CorpusRow(f"en-f-t{i}-0", "en", t, ("violence",) if "threat" in t else (), "f", f"t{i}", "test",
-                      "threat" not in t, None) for i, t in enumerate(TEXTS)]
+                      "threat" not in t, None, "test rows", "Apache-2.0") for i, t in enumerate(TEXTS)]
     report = quality(rows, [("violence",), (), (), ()], resamples=20)
     assert report["categories"]["violence"]["recall"] == 0.5 and report["hard_negatives"]["fpr"] == 0.0
     profiles = {name: {"by_lang": {"en": report}, "throughput": {"texts_per_s": rate}}
