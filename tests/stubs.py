@@ -29,7 +29,10 @@ from services.common.serving.model_api import ModelFile
 from services.common.tracing.telemetry import install_tracing, shutdown_tracing
 from services.router.control.canary import RollbackBounds
 from services.router.control.control import PolicyControl
+from services.router.control.runtime import Snapshot
 from services.router.control.store import SQLitePolicyStore
+from services.router.control.versions import parse_document
+from services.router.policy import CompiledPolicy
 from services.router.tenants import hash_key
 
 V = TypeVar("V")
@@ -171,6 +174,22 @@ def config_files(tmp_path: Path) -> ConfigFiles:
     files.write_policy("strict", policy_yaml("strict", "1", hate_block=0.75, terms=["megacorp sucks"]))
     files.tenants_file.write_text(tenants_yaml([("a", "key-a", ["default", "strict"]), ("b", "key-b", ["strict"])]))
     return files
+
+
+def import_config(store: Path, policies_dir: Path, tenants_file: Path) -> Snapshot:
+    """What the router does with its config files at start (`PolicyLifecycle.open`): import every policy
+    file and the tenants file into a fresh policy store at `store` and build the first snapshot.
+    Raises ConfigError naming the file and the key."""
+    return PolicyControl(SQLitePolicyStore(store)).import_files(policies_dir, tenants_file)
+
+
+def policy_from_file(path: Path) -> CompiledPolicy:
+    """One policy file validated and compiled as the router imports it (`PolicyControl.import_file`:
+    `parse_document`, with the file's name as the policy's); ConfigError names the file and the key."""
+    compiled = parse_document("policy", path.read_text(encoding="utf-8"), str(path), name=path.stem).compiled
+    if compiled is None:  # parse_document compiles every policy; None is for tenants documents only
+        raise AssertionError(f"{path}: parse_document returned no compiled policy")
+    return compiled
 
 
 def open_control(tmp_path: Path, bounds: RollbackBounds = RollbackBounds()) -> tuple[PolicyControl, ConfigFiles]:

@@ -11,10 +11,10 @@ import numpy as np
 from bench.corpus import CorpusRow
 from bench.quality import Scored, fired_categories, profile_rows, quality, score, targets
 from services.common.contracts import text as contract
-from services.router.policy import load_policy_file
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
+from tests.stubs import policy_from_file
 
-POLICY = load_policy_file(Path(__file__).resolve().parents[2] / "config" / "policies" / "default.yaml")
+POLICY = policy_from_file(Path(__file__).resolve().parents[2] / "config" / "policies" / "default.yaml")
 
 
 class FakeModel:
