@@ -81,6 +81,12 @@ def guard_deserializer(deserializer: Callable[[bytes], Any]) -> Callable[[bytes]
     return deserialize
 
 
+#: (request streaming, response streaming) -> the gRPC helper that makes a handler of that call shape.
+_HANDLER_MAKERS: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
+    (False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+
+
 class DecodeGuard(grpc.aio.ServerInterceptor):
     """See the module docstring. Put it last in the interceptor list (it wraps the servicer itself)."""
 
@@ -94,21 +100,15 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
         if handler is None or handler.request_deserializer is None:
             return handler
         method = str(handler_call_details.method)
-        deserializer = guard_deserializer(handler.request_deserializer)
-        serializer = handler.response_serializer
-        if not handler.request_streaming:
-            inner = handler.unary_unary or handler.unary_stream
-            behavior = self._unary(method, inner)
-            if behavior is None:
-                return handler
-            make = grpc.unary_stream_rpc_method_handler if handler.response_streaming else grpc.unary_unary_rpc_method_handler
-            return make(behavior, request_deserializer=deserializer, response_serializer=serializer)
-        inner = handler.stream_unary or handler.stream_stream
-        behavior = self._streaming(method, inner)
+        if handler.request_streaming:
+            behavior = self._streaming(method, handler.stream_unary or handler.stream_stream)
+        else:
+            behavior = self._unary(method, handler.unary_unary or handler.unary_stream)
         if behavior is None:
             return handler
-        make = grpc.stream_stream_rpc_method_handler if handler.response_streaming else grpc.stream_unary_rpc_method_handler
-        return make(behavior, request_deserializer=deserializer, response_serializer=serializer)
+        make = _HANDLER_MAKERS[(bool(handler.request_streaming), bool(handler.response_streaming))]
+        return make(behavior, request_deserializer=guard_deserializer(handler.request_deserializer),
+                    response_serializer=handler.response_serializer)
 
     async def _refuse(self, method: str, request: UndecodableRequest, context: grpc.aio.ServicerContext) -> None:
         self._note.note("refused an undecodable %s on %s (INVALID_ARGUMENT)", request.type_name, method)
