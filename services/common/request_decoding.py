@@ -29,6 +29,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Collection
 
 import grpc
 
+from services.common.call_shapes import behavior_of, same_shape
+
 log = logging.getLogger(__name__)
 
 
@@ -81,12 +83,6 @@ def guard_deserializer(deserializer: Callable[[bytes], Any]) -> Callable[[bytes]
     return deserialize
 
 
-#: (request streaming, response streaming) -> the gRPC helper that makes a handler of that call shape.
-_HANDLER_MAKERS: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
-    (False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
-    (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
-
-
 class DecodeGuard(grpc.aio.ServerInterceptor):
     """See the module docstring. Put it last in the interceptor list (it wraps the servicer itself)."""
 
@@ -100,15 +96,11 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
         if handler is None or handler.request_deserializer is None:
             return handler
         method = str(handler_call_details.method)
-        if handler.request_streaming:
-            behavior = self._streaming(method, handler.stream_unary or handler.stream_stream)
-        else:
-            behavior = self._unary(method, handler.unary_unary or handler.unary_stream)
+        wrap = self._streaming if handler.request_streaming else self._unary
+        behavior = wrap(method, behavior_of(handler))
         if behavior is None:
             return handler
-        make = _HANDLER_MAKERS[(bool(handler.request_streaming), bool(handler.response_streaming))]
-        return make(behavior, request_deserializer=guard_deserializer(handler.request_deserializer),
-                    response_serializer=handler.response_serializer)
+        return same_shape(handler, behavior, request_deserializer=guard_deserializer(handler.request_deserializer))
 
     async def _refuse(self, method: str, request: UndecodableRequest, context: grpc.aio.ServicerContext) -> None:
         self._note.note("refused an undecodable %s on %s (INVALID_ARGUMENT)", request.type_name, method)
