@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from services.common.contracts.text import LexiconHit
+from services.common.contracts.text import EvidenceSpan, LexiconHit
 from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, CompiledPolicy, PolicyDocument, Thresholds
 
 #: The stage whose failure mode applies when a stage fails ("ocr_text" and the semantic second passes
@@ -41,15 +41,9 @@ NO_THRESHOLDS = Thresholds()
 BlockMatch = LexiconHit
 
 
-@dataclass(frozen=True)
-class ScoreSpan:
-    """A span the text model says drove a category's score (offsets into that text's original form)."""
-
-    category: str
-    start: int
-    end: int
-    score: float
-    source: str
+#: A span the text model says drove a category's score (offsets into that text's original form): the
+#: text contract's evidence record, as the pipeline decodes it.
+ScoreSpan = EvidenceSpan
 
 
 @dataclass(frozen=True)
