@@ -61,7 +61,7 @@ from services.text.build.corpus_spec import (TEXT_CATEGORIES, CorpusSpecError, D
 from services.text.build.corpus_split import HOLDOUT_MIN_VALUES, HOLDOUT_SHARE, SPLITS, cut_ranked, stable_hash
 from services.text.build.obfuscate import TRANSFORMS
 
-__all__ = ["DATA_DIR", "SPLITS", "Row", "assign_splits", "filler_pools", "generate", "render", "summary_table"]
+__all__ = ["DATA_DIR", "HOLDOUT_MIN_VALUES", "SPLITS", "Row", "assign_splits", "filler_pools", "generate", "render", "summary_table"]
 
 DATA_DIR = CORPUS_DIR
 
