@@ -29,6 +29,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Collection
 
 import grpc
 
+from services.common.call_shapes import behavior_of, same_shape
+
 log = logging.getLogger(__name__)
 
 
@@ -94,21 +96,11 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
         if handler is None or handler.request_deserializer is None:
             return handler
         method = str(handler_call_details.method)
-        deserializer = guard_deserializer(handler.request_deserializer)
-        serializer = handler.response_serializer
-        if not handler.request_streaming:
-            inner = handler.unary_unary or handler.unary_stream
-            behavior = self._unary(method, inner)
-            if behavior is None:
-                return handler
-            make = grpc.unary_stream_rpc_method_handler if handler.response_streaming else grpc.unary_unary_rpc_method_handler
-            return make(behavior, request_deserializer=deserializer, response_serializer=serializer)
-        inner = handler.stream_unary or handler.stream_stream
-        behavior = self._streaming(method, inner)
+        wrap = self._streaming if handler.request_streaming else self._unary
+        behavior = wrap(method, behavior_of(handler))
         if behavior is None:
             return handler
-        make = grpc.stream_stream_rpc_method_handler if handler.response_streaming else grpc.stream_unary_rpc_method_handler
-        return make(behavior, request_deserializer=deserializer, response_serializer=serializer)
+        return same_shape(handler, behavior, request_deserializer=guard_deserializer(handler.request_deserializer))
 
     async def _refuse(self, method: str, request: UndecodableRequest, context: grpc.aio.ServicerContext) -> None:
         self._note.note("refused an undecodable %s on %s (INVALID_ARGUMENT)", request.type_name, method)
