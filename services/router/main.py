@@ -25,6 +25,7 @@ from services.common.config import ConfigError
 from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
+from services.common.gc_tuning import tune_for_serving
 from services.common.grpc_server import GrpcService
 from services.common.allocator import fix_mmap_threshold
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments, host_port
@@ -189,6 +190,9 @@ def arguments_applied(config: RouterConfig, args: argparse.Namespace) -> RouterC
 async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle, security: UpstreamSecurity) -> None:
     router = Router(config, lifecycle, security=security)
     await router.start()
+    # The process's own entry point only (not `Router` itself, which tests run inside pytest).
+    settings = tune_for_serving()
+    log.info("gc: %d start-up objects frozen, thresholds %s", settings.frozen_objects, settings.thresholds)
     await router.service.serve_until_signal()
 
 
