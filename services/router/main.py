@@ -32,6 +32,7 @@ from services.common.listen_args import add_listen_arguments, apply_listen_argum
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
+from services.router.cached_pipeline import retain_on_tenant_change
 from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
                                     ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, Upstream,
                                     load_router_config)
@@ -103,6 +104,8 @@ class Router:
     def _register(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_ModerationServiceServicer_to_server(self.servicer, server)
         self.lifecycle.register(server)
+        # A tenant removed on reload takes its cached verdicts with it (not only at their TTL).
+        self.lifecycle.runtime.on_swap(retain_on_tenant_change(self.servicer.verdicts, asyncio.get_running_loop()))
         for dispatcher in self.dispatchers.values():
             dispatcher.start()
         self._describe_task = asyncio.get_running_loop().create_task(self._describe_upstreams())
