@@ -36,12 +36,13 @@ $(VENV)/.bcc-linked: $(VENV)/.installed
 	echo "$(abspath $(VENV))/debian-bcc" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/debian_bcc.pth"
 	$(PY) -c 'import bcc; bcc.BPF' && touch $@
 
-venv: $(VENV)/.installed ## Python environment from requirements*.txt
-$(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
+venv: $(VENV)/.installed ## Python environment from requirements*.txt (requirements-build.txt: PyTorch, to fine-tune at build time)
+$(VENV)/.installed: requirements.txt requirements-data.txt requirements-build.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -r requirements-data.txt
+	$(PY) -m pip install -q -r requirements-build.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 

@@ -26,14 +26,14 @@ from services.launcher import ROOT
 from services.router.control.audit import AuditInput, AuditRecord, audit_record
 from services.router.control.audit_store import AuditStore
 from services.router.fusion import BlockMatch, Signals, TextFinding, fuse
-from services.router.policy import load_policy_file
+from services.router.control.versions import compile_stored_policy
 
 MODELS = [("text_moderation", "1"), ("toxicity_en", "2026-11-28"), ("spam_en", "2026-11-28")]
 
 
 def sample_records(count: int) -> list[AuditRecord]:
     """`count` decisions like the router's: same shape, varying ids, scores and tenants."""
-    policy = load_policy_file(ROOT / "config" / "policies" / "default.yaml")
+    policy = compile_stored_policy((ROOT / "config" / "policies" / "default.yaml").read_text(encoding="utf-8"), "policy/default")
     records = []
     now = time.time()
     for i in range(count):

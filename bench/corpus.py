@@ -12,27 +12,17 @@ Example::
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-CORPUS_DIR = Path(__file__).resolve().parents[1] / "services" / "text" / "data" / "corpus"
+from services.text.build.corpus_rows import CORPUS_DIR, Row, read_rows
+from services.text.build.corpus_split import SPLITS
+
+__all__ = ["CORPUS_DIR", "LANGS", "SPLITS", "CorpusRow", "available_langs", "corpus_path", "load_corpus"]
+
 LANGS = ("en", "zh")
-SPLITS = ("train", "dev", "test")
-
-
-@dataclass(frozen=True)
-class CorpusRow:
-    id: str
-    lang: str
-    text: str
-    labels: tuple[str, ...]
-    functionality: str
-    template: str
-    split: str
-    hard_negative: bool
-    evasion: str | None
+#: A row as the generators write it (the one row type, services/text/build/corpus_rows.py).
+CorpusRow = Row
 
 
 def corpus_path(lang: str, directory: Path = CORPUS_DIR) -> Path:
@@ -48,16 +38,10 @@ def load_corpus(langs: Sequence[str], split: str, directory: Path = CORPUS_DIR) 
     """Rows of `split` in each of `langs`; FileNotFoundError naming the missing file."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    rows = []
+    rows: list[CorpusRow] = []
     for lang in langs:
         path = corpus_path(lang, directory)
         if not path.exists():
             raise FileNotFoundError(f"no {lang} corpus at {path} (languages present: {available_langs(directory)})")
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            data = json.loads(line)
-            if data["split"] == split:
-                rows.append(CorpusRow(data["id"], data["lang"], data["text"], tuple(data["labels"]), data["functionality"],
-                                      data["template"], data["split"], bool(data["hard_negative"]), data.get("evasion")))
+        rows.extend(row for row in read_rows(path) if row.split == split)
     return rows

@@ -74,13 +74,12 @@ def unbatched_mesh(workdir: Path) -> Mesh:
 
 
 @contextlib.contextmanager
-def running_mesh(mesh: Mesh, *, with_router: bool, timeout_s: float = 180.0) -> Iterator[Mesh]:
-    """Start the modality services (and the router), yield the mesh, stop everything on exit."""
+def running_mesh(mesh: Mesh, *, with_router: bool, services: Sequence[str] = MODALITIES,
+                 timeout_s: float = 180.0) -> Iterator[Mesh]:
+    """Start `services` (default: the modality services) at once and wait until each serves, then the
+    router lanes too when `with_router`; yield the mesh, stop everything on exit."""
     try:
-        for modality in MODALITIES:
-            mesh.start_service(modality)
-        for modality in MODALITIES:
-            mesh.wait_serving(modality, timeout_s)
+        mesh.start_services(services, timeout_s)
         if with_router:
             mesh.start_routers(timeout_s)  # one process per lane of config/router.yaml
         yield mesh

@@ -47,7 +47,8 @@ from services.common.taxonomy import TEXT_CATEGORIES
 from services.router.evaluate import evaluate
 from services.router.fusion import Signals
 from services.router.pipeline import text_finding
-from services.router.policy import PROFILES, CompiledPolicy, Profile, load_policy_file
+from services.router.control.versions import compile_stored_policy
+from services.router.policy import PROFILES, CompiledPolicy, Profile
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL, escalated
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +210,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     langs = available_langs() if args.lang == "all" else [args.lang]
-    policy = load_policy_file(args.policy)
+    policy = compile_stored_policy(args.policy.read_text(encoding="utf-8"), str(args.policy))
     profiles: list[Profile] = list(dict.fromkeys(args.profile or PROFILES))
     results = run(langs, args.split, policy, args.repository, profiles, args.resamples)
     report: dict[str, Any] = {

@@ -19,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from services.common.qos import DEFAULT_CLASSES
 from services.router.tenants import hash_key
 
-QOS_CLASSES = ("realtime", "standard", "bulk")
+#: The shipped QoS classes' names (the benchmark's tenants use the router's default classes).
+QOS_CLASSES = tuple(c.name for c in DEFAULT_CLASSES)
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,12 @@ from tritonclient.utils import InferenceServerException
 
 from bench.loadgen import Arrival, Sender, poisson_arrivals, run_open_loop
 from bench.machine import machine
-from bench.paired import LadderPlan, paired_knees
+from bench.meshes import running_mesh
+from bench.paired import LadderPlan, add_ladder_arguments, paired_knees, parse_ladder_args, step_report
 from bench.payloads import BenchInputs
 from bench.router_target import CHANNEL_OPTIONS, RouterSender
 from bench.side_router import side_router
-from bench.stats import ratio, status_counts, summarize_ms
+from bench.stats import ratio
 from bench.tenants import BenchTenant, tenants_yaml
 from bench.triton_side import triton_server
 from services.common.contracts import text as text_contract
@@ -77,28 +78,14 @@ async def run_step(sender: Sender, rate_rps: float, duration_s: float, seed: int
     arrivals = poisson_arrivals(rate_rps, duration_s, kinds={"text": 1.0}, tenants={TENANT.id: 1.0}, seed=seed)
     started = time.perf_counter()
     outcomes = await run_open_loop(sender, arrivals)
-    elapsed = time.perf_counter() - started
-    ok = [o for o in outcomes if o.ok]
-    latency = summarize_ms(o.latency_s for o in outcomes)
-    return {"offered_rps": round(rate_rps, 1), "items": len(outcomes), "ok_rps": round(len(ok) / elapsed, 1),
-            "ok_fraction": round(len(ok) / max(1, len(outcomes)), 4), "p99_ms": latency.get("p99_ms"),
-            "latency": latency, "codes": status_counts(o.code for o in outcomes),
-            "generator_lag_p99_ms": summarize_ms(o.lag_s for o in outcomes).get("p99_ms")}
+    return step_report(rate_rps, outcomes, time.perf_counter() - started)
 
 
-@contextlib.contextmanager
-def text_service(tenants_file: Path, with_image_services: bool) -> Any:
+def text_service(tenants_file: Path, with_image_services: bool) -> contextlib.AbstractContextManager[Mesh]:
+    """The text service (and vision and OCR, for the router's path), stopped on exit."""
     mesh = Mesh(free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)},
                 output=subprocess.DEVNULL)
-    services = MODALITIES if with_image_services else ("text",)
-    try:
-        for service in services:
-            mesh.start_service(service)
-        for service in services:
-            mesh.wait_serving(service)
-        yield mesh
-    finally:
-        mesh.stop()
+    return running_mesh(mesh, services=MODALITIES if with_image_services else ("text",), with_router=False)
 
 
 @contextlib.asynccontextmanager
@@ -137,7 +124,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             async with senders(args, workdir, ours, triton.address) as by_target:
                 for sender in by_target.values():  # connections, first calls
                     await run_step(sender, 20.0, 1.0, seed=99)
-                plan = LadderPlan(args.start_rps, args.growth, args.max_steps, args.repeats, args.slo_ms)
+                plan = LadderPlan.from_args(args)
 
                 async def step(target: str, rate: float, repeat: int) -> dict[str, Any]:
                     return await run_step(by_target[target], rate, args.step_s, seed=int(rate) * 10 + repeat)
@@ -155,17 +142,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.triton_text", description=__doc__.split("\n\n")[0])
     parser.add_argument("--via", choices=["direct", "router"], default="direct")
-    parser.add_argument("--slo-ms", type=float, default=50.0)
-    parser.add_argument("--step-s", type=float, default=4.0)
-    parser.add_argument("--start-rps", type=float, default=100.0)
-    parser.add_argument("--growth", type=float, default=1.3)
-    parser.add_argument("--max-steps", type=int, default=12)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny steps, no meaningful numbers")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.step_s, args.start_rps, args.max_steps, args.repeats = 0.5, 20.0, 2, 1
-    return args
+    add_ladder_arguments(parser, max_steps=12)
+    return parse_ladder_args(parser, argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

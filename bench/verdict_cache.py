@@ -24,11 +24,10 @@ import asyncio
 import contextlib
 import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import grpc
 from auditmesh.v1 import moderation_pb2 as pb
@@ -36,11 +35,12 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from bench.loadgen import Arrival, poisson_arrivals, run_open_loop
 from bench.machine import machine
-from bench.paired import LadderPlan, paired_knees
+from bench.meshes import running_mesh
+from bench.paired import LadderPlan, add_ladder_arguments, paired_knees, parse_ladder_args, step_report
 from bench.payloads import TEXTS
 from bench.router_target import CHANNEL_OPTIONS
 from bench.side_router import side_router
-from bench.stats import ratio, status_counts, summarize_ms
+from bench.stats import ratio
 from bench.tenants import BenchTenant, tenants_yaml
 from services.launcher import MODALITIES, Mesh, free_base_port
 
@@ -109,27 +109,14 @@ async def run_step(address: str, rate_rps: float, duration_s: float, duplicate_r
         started = time.perf_counter()
         outcomes = await run_open_loop(sender, arrivals)
         elapsed = time.perf_counter() - started
-    ok = [o for o in outcomes if o.ok]
-    latency = summarize_ms(o.latency_s for o in outcomes)
-    return {"offered_rps": round(rate_rps, 1), "items": len(outcomes), "ok_rps": round(len(ok) / elapsed, 1),
-            "ok_fraction": round(len(ok) / max(1, len(outcomes)), 4), "p99_ms": latency.get("p99_ms"),
-            "latency": latency, "codes": status_counts(o.code for o in outcomes), "cached": sender.cached,
-            "degraded": sender.degraded, "duplicates": len(texts) - len(set(texts)),
-            "generator_lag_p99_ms": summarize_ms(o.lag_s for o in outcomes).get("p99_ms")}
+    return {**step_report(rate_rps, outcomes, elapsed), "cached": sender.cached, "degraded": sender.degraded,
+            "duplicates": len(texts) - len(set(texts))}
 
 
-@contextlib.contextmanager
-def modality_services(tenants_file: Path) -> Iterator[Mesh]:
+def modality_services(tenants_file: Path) -> contextlib.AbstractContextManager[Mesh]:
     """Text, vision and OCR (shipped configs) started once for both routers."""
     mesh = Mesh(free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
-    try:
-        for service in MODALITIES:
-            mesh.start_service(service)
-        for service in MODALITIES:
-            mesh.wait_serving(service)
-        yield mesh
-    finally:
-        mesh.stop()
+    return running_mesh(mesh, with_router=False)
 
 
 async def warm(address: str) -> None:
@@ -152,7 +139,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 for address in routers.values():
                     await warm(address)
                 results: dict[str, Any] = {}
-                plan = LadderPlan(args.start_rps, args.growth, args.max_steps, args.repeats, args.slo_ms)
+                plan = LadderPlan.from_args(args)
                 for duplicate_ratio in args.ratios:
                     async def step(target: str, rate: float, repeat: int, ratio_: float = duplicate_ratio) -> dict[str, Any]:
                         return await run_step(routers[target], rate, args.step_s, ratio_, args.slo_ms,
@@ -170,16 +157,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.verdict_cache", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ratios", type=float, nargs="+", default=[0.0, 0.3, 0.6], help="duplicate ratios")
-    parser.add_argument("--slo-ms", type=float, default=50.0, help="P99 target per item (default 50)")
-    parser.add_argument("--step-s", type=float, default=4.0, help="seconds per offered-rate step (default 4)")
-    parser.add_argument("--start-rps", type=float, default=100.0, help="first offered rate (default 100)")
-    parser.add_argument("--growth", type=float, default=1.3, help="rate ladder factor (default 1.3)")
-    parser.add_argument("--max-steps", type=int, default=10, help="rungs of the rate ladder (default 10)")
-    parser.add_argument("--repeats", type=int, default=3, help="steps per rung and router (default 3; median)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: one ratio, tiny steps, no meaningful numbers")
-    args = parser.parse_args(argv)
+    add_ladder_arguments(parser, max_steps=10, quick_help="smoke run: one ratio, tiny steps, no meaningful numbers")
+    args = parse_ladder_args(parser, argv)
     if args.quick:
-        args.ratios, args.step_s, args.start_rps, args.max_steps, args.repeats = [0.5], 0.5, 20.0, 2, 1
+        args.ratios = [0.5]
     return args
 
 

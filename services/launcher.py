@@ -311,17 +311,18 @@ class Mesh:
 
     def start(self, timeout_s: float = 180.0) -> None:
         """Start the modality services (in parallel), then the routers (one per lane); wait until all serve."""
-        for service in MODALITIES:
-            self.start_service(service)
-        for service in MODALITIES:
-            self.wait_serving(service, timeout_s)
+        self.start_services(MODALITIES, timeout_s)
         self.start_routers(timeout_s)
 
     def start_routers(self, timeout_s: float = 180.0) -> None:
         """Start every router process (one per lane) and wait until each serves."""
-        for service in self.routers:
+        self.start_services(self.routers, timeout_s)
+
+    def start_services(self, services: Sequence[str], timeout_s: float = 180.0) -> None:
+        """Start `services` at once (they load in parallel), then wait until each serves (`wait_serving`)."""
+        for service in services:
             self.start_service(service)
-        for service in self.routers:
+        for service in services:
             self.wait_serving(service, timeout_s)
 
     def stop_service(self, service: str, timeout_s: float | None = None) -> int | None:

@@ -4,6 +4,7 @@ run_batch, `settle`)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import struct
@@ -14,9 +15,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Generic, Mapping, Sequence, TypeVar
+
+import grpc
 
 import numpy as np
+from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from opentelemetry.sdk.trace import ReadableSpan
@@ -27,9 +31,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.common.contracts.tensors import TensorSpec
 from services.common.serving.model_api import ModelFile
 from services.common.tracing.telemetry import install_tracing, shutdown_tracing
+from services.router.control.admin import PolicyAdminServicer
+from services.router.control.admin_auth import AdminKey, AdminAuth
+from services.router.control.audit_store import AuditStore
 from services.router.control.canary import RollbackBounds
 from services.router.control.control import PolicyControl
+from services.router.control.runtime import Snapshot
 from services.router.control.store import SQLitePolicyStore
+from services.router.control.versions import parse_document
+from services.router.policy import CompiledPolicy
 from services.router.tenants import hash_key
 
 V = TypeVar("V")
@@ -173,12 +183,69 @@ def config_files(tmp_path: Path) -> ConfigFiles:
     return files
 
 
+def import_config(store: Path, policies_dir: Path, tenants_file: Path) -> Snapshot:
+    """What the router does with its config files at start (`PolicyLifecycle.open`): import every policy
+    file and the tenants file into a fresh policy store at `store` and build the first snapshot.
+    Raises ConfigError naming the file and the key."""
+    return PolicyControl(SQLitePolicyStore(store)).import_files(policies_dir, tenants_file)
+
+
+def policy_from_file(path: Path) -> CompiledPolicy:
+    """One policy file validated and compiled as the router imports it (`PolicyControl.import_file`:
+    `parse_document`, with the file's name as the policy's); ConfigError names the file and the key."""
+    compiled = parse_document("policy", path.read_text(encoding="utf-8"), str(path), name=path.stem).compiled
+    if compiled is None:  # parse_document compiles every policy; None is for tenants documents only
+        raise AssertionError(f"{path}: parse_document returned no compiled policy")
+    return compiled
+
+
 def open_control(tmp_path: Path, bounds: RollbackBounds = RollbackBounds()) -> tuple[PolicyControl, ConfigFiles]:
     """A PolicyControl over a fresh store, with `config_files` imported."""
     files = config_files(tmp_path)
     control = PolicyControl(SQLitePolicyStore(tmp_path / "store.sqlite"), default_bounds=bounds)
     control.import_files(files.policies_dir, files.tenants_file)
     return control, files
+
+
+@dataclass
+class AdminApi:
+    """The PolicyAdmin API served in process: its client stub and what it changes."""
+
+    stub: apb_grpc.PolicyAdminStub
+    audit: AuditStore
+    control: PolicyControl
+
+
+@contextlib.asynccontextmanager
+async def admin_api(tmp_path: Path, keys: Sequence[AdminKey]) -> AsyncIterator[AdminApi]:
+    """`PolicyAdminServicer` on a loopback port over `open_control(tmp_path)` (tenants a and b, policies
+    default@1 and strict@1) and a fresh audit store, accepting `keys`; stopped and closed on exit."""
+    control, _ = open_control(tmp_path)
+    audit = AuditStore(tmp_path / "audit.sqlite")
+    server = grpc.aio.server()
+    apb_grpc.add_PolicyAdminServicer_to_server(PolicyAdminServicer(control, audit, AdminAuth(list(keys))), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield AdminApi(apb_grpc.PolicyAdminStub(channel), audit, control)
+    finally:
+        await server.stop(None)
+        audit.close()
+
+
+def admin_key(value: str) -> list[tuple[str, str]]:
+    """Call metadata presenting admin key `value`."""
+    return [("x-admin-key", value)]
+
+
+async def status_of(call: object) -> tuple[grpc.StatusCode, str]:
+    """The status code and details a call that must fail ends with (AssertionError if it succeeds)."""
+    try:
+        await call  # type: ignore[misc]
+    except grpc.aio.AioRpcError as error:
+        return error.code(), error.details() or ""
+    raise AssertionError("the call succeeded")
 
 
 # --- auditmesh.client fakes (tests/unit/client): a scripted ModerateBatch sender.

@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import grpc
 
 from services.common.auth_guard import AuthGuard
+from services.common.call_shapes import behavior_of, same_shape
 from services.common.internal_auth import OPEN_PREFIXES, InternalCredentials
 from services.common.status import abort
 
@@ -50,36 +51,20 @@ class InternalAuthInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _guarded(handler: grpc.RpcMethodHandler, check: Callable[[grpc.aio.ServicerContext], Awaitable[None]]) -> grpc.RpcMethodHandler:
-    """`handler` with `check(context)` run first, for each of the four call shapes."""
-    if handler.unary_unary is not None:
-        inner = handler.unary_unary
-
-        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    """`handler` with `check(context)` run first. The request side (one message or an iterator) passes
+    through untouched; the response side decides the wrapper: a coroutine or an async generator."""
+    inner = behavior_of(handler)
+    if handler.response_streaming:
+        async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             await check(context)
-            return await _result(inner(request, context))
-        return grpc.unary_unary_rpc_method_handler(unary_unary, handler.request_deserializer, handler.response_serializer)
-    if handler.unary_stream is not None:
-        inner_us = handler.unary_stream
-
-        async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await check(context)
-            async for response in _stream(inner_us(request, context)):
+            async for response in _stream(inner(request, context)):
                 yield response
-        return grpc.unary_stream_rpc_method_handler(unary_stream, handler.request_deserializer, handler.response_serializer)
-    if handler.stream_unary is not None:
-        inner_su = handler.stream_unary
+        return same_shape(handler, streaming)
 
-        async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-            await check(context)
-            return await _result(inner_su(requests, context))
-        return grpc.stream_unary_rpc_method_handler(stream_unary, handler.request_deserializer, handler.response_serializer)
-    inner_ss = handler.stream_stream
-
-    async def stream_stream(requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await check(context)
-        async for response in _stream(inner_ss(requests, context)):
-            yield response
-    return grpc.stream_stream_rpc_method_handler(stream_stream, handler.request_deserializer, handler.response_serializer)
+        return await _result(inner(request, context))
+    return same_shape(handler, unary)
 
 
 async def _result(value: Any) -> Any:

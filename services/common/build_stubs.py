@@ -1,4 +1,4 @@
-"""Generate the Python gRPC stubs for `protos/` with grpcio-tools (run by `make stubs` and the Dockerfiles).
+"""Generate the Python gRPC stubs for `protos/` with grpcio-tools (run by `make stubs` and docker/install.sh).
 
     python -m services.common.build_stubs [--out services/common/gen] [--install-pth]
 

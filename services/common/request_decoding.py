@@ -29,6 +29,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Collection
 
 import grpc
 
+from services.common.call_shapes import behavior_of, same_shape
+
 log = logging.getLogger(__name__)
 
 
@@ -88,14 +90,14 @@ def guard_deserializer(deserializer: Callable[[bytes], Any],
 class DecodeGuard(grpc.aio.ServerInterceptor):
     """See the module docstring. Put it last in the interceptor list (it wraps the servicer itself).
 
-    The wrapped handler of each method is built once and reused for every call (the server asks the
-    interceptors per call, and building handlers per call cost a unary call tens of microseconds)."""
+    The guarded handler of each method is built once and reused for every call (the server asks the
+    interceptors per call; building handlers per call cost every call its closures and checks)."""
 
     def __init__(self, tolerant_streams: Collection[str] = (), *, log_interval_s: float = 1.0) -> None:
         self._tolerant = frozenset(tolerant_streams)
         self._note = RateLimitedNote(log, log_interval_s)
         #: method -> (the handler the servicer registered, its guarded form)
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
                                 handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
@@ -103,36 +105,27 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
         if handler is None or handler.request_deserializer is None:
             return handler
         method = str(handler_call_details.method)
-        cached = self._wrapped.get(method)
+        cached = self._guarded.get(method)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = self._guarded(method, handler)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
+        guarded = self._guard(method, handler)
+        self._guarded[method] = (handler, guarded)
+        return guarded
 
-    def _guarded(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        serializer = handler.response_serializer
-        if not handler.request_streaming:
-            deserializer = guard_deserializer(handler.request_deserializer)
-            inner = handler.unary_unary or handler.unary_stream
-            behavior = self._unary(method, inner)
-            if behavior is None:
-                return handler
-            make = grpc.unary_stream_rpc_method_handler if handler.response_streaming else grpc.unary_unary_rpc_method_handler
-            return make(behavior, request_deserializer=deserializer, response_serializer=serializer)
-        inner = handler.stream_unary or handler.stream_stream
-        make = grpc.stream_stream_rpc_method_handler if handler.response_streaming else grpc.stream_unary_rpc_method_handler
-        if method in self._tolerant:  # the servicer sees the UndecodableRequest values; noted as they are decoded
+    def _guard(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if handler.request_streaming and method in self._tolerant:
+            # The servicer sees the UndecodableRequest values itself: no wrapper around its request
+            # stream (a generator layer per message); each is noted as it is decoded.
             def noted(request: UndecodableRequest) -> None:
                 self._note.note("answered an undecodable %s on %s with an error; the stream goes on",
                                 request.type_name, method)
-            return make(inner, request_deserializer=guard_deserializer(handler.request_deserializer, noted),
-                        response_serializer=serializer)
-        behavior = self._refusing_stream(method, inner)
+            return same_shape(handler, behavior_of(handler),
+                              request_deserializer=guard_deserializer(handler.request_deserializer, noted))
+        wrap = self._refusing_stream if handler.request_streaming else self._unary
+        behavior = wrap(method, behavior_of(handler))
         if behavior is None:
             return handler
-        return make(behavior, request_deserializer=guard_deserializer(handler.request_deserializer),
-                    response_serializer=serializer)
+        return same_shape(handler, behavior, request_deserializer=guard_deserializer(handler.request_deserializer))
 
     async def _refuse(self, method: str, request: UndecodableRequest, context: grpc.aio.ServicerContext) -> None:
         self._note.note("refused an undecodable %s on %s (INVALID_ARGUMENT)", request.type_name, method)

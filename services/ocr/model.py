@@ -13,7 +13,6 @@ it is left out of the batch and never fails the other images.
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -29,7 +28,7 @@ from services.common.serving.model_api import ModelFile
 from services.common.errors import InvalidInputError
 from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions, create_session
-from services.ocr.pipeline import OcrLine, OcrPipeline
+from services.ocr.pipeline import OcrPipeline
 from services.ocr.settings import OcrSettings
 
 # Repository models behind this served model: detector, angle classifier, recogniser.
@@ -43,10 +42,6 @@ def _warmup_png() -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(canvas).save(buffer, format="PNG")
     return buffer.getvalue()
-
-
-def _encode(lines: list[OcrLine]) -> bytes:
-    return json.dumps([line.to_json() for line in lines], ensure_ascii=False).encode("utf-8")
 
 
 class OcrModel:
@@ -89,7 +84,7 @@ class OcrModel:
             except ImageRejectedError as exc:
                 errors[index] = str(exc).encode("utf-8")
         read = dict(zip(decoded, self._pipeline.run(list(decoded.values()))))
-        lines = [_encode(read.get(index, [])) for index in range(len(items))]
+        lines = [contract.encode_lines(read.get(index, [])) for index in range(len(items))]
         return {"LINES": np.array(lines, dtype=object).reshape(-1, 1),
                 "ERROR": np.array(errors, dtype=object).reshape(-1, 1)}
 

@@ -26,6 +26,7 @@ from rapidocr.utils.process_img import (
     resize_image_within_bounds,
 )
 
+from services.common.contracts.ocr import OcrLine as OcrLine  # the one line type (re-exported: the pipeline makes them)
 from services.ocr.detection import BatchDetector
 from services.ocr.recognition import AngleClassifier, LineRecognizer
 from services.ocr.settings import OcrSettings
@@ -37,19 +38,6 @@ MIN_HEIGHT = 30
 WIDTH_HEIGHT_RATIO = 8
 
 Point = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class OcrLine:
-    """One recognised line: text, confidence (0..1) and 4 corner points (x, y) in original pixels."""
-
-    text: str
-    confidence: float
-    polygon: tuple[Point, Point, Point, Point]
-
-    def to_json(self) -> dict[str, Any]:
-        """The line as a JSON-ready dict: {"text", "confidence", "polygon": [[x, y] * 4]}."""
-        return {"text": self.text, "confidence": round(self.confidence, 5), "polygon": [list(p) for p in self.polygon]}
 
 
 @dataclass(frozen=True)

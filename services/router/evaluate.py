@@ -36,7 +36,7 @@ def signals_for(policy: CompiledPolicy, signals: Signals, texts: Sequence[Matcha
     lexicon, and its own blocklist hits added."""
     findings = list(signals.texts)
     if not policy.document.blocklist.use_default_lexicon:
-        findings = [replace(f, matches=[m for m in f.matches if m.lexicon != DEFAULT_LEXICON]) for f in findings]
+        findings = [replace(f, matches=[m for m in f.matches if m.source != DEFAULT_LEXICON]) for f in findings]
     return replace(signals, texts=[*findings, *custom_findings(policy, texts)])
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from services.common.contracts.text import EvidenceSpan, LexiconHit
 from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, CompiledPolicy, PolicyDocument, Thresholds
 
 #: The stage whose failure mode applies when a stage fails ("ocr_text" and the semantic second passes
@@ -34,30 +35,15 @@ RULE_PREFIX = "rule:"
 NO_THRESHOLDS = Thresholds()
 
 
-@dataclass(frozen=True)
-class BlockMatch:
-    """A blocklist hit in a text (offsets into that text's original form)."""
-
-    category: str
-    term: str
-    severity: int
-    start: int
-    end: int
-    text: str
-    lexicon: str
-    #: "review" for an ambiguous-tier entry that alone may at most REVIEW; None = no cap.
-    max_action: str | None = None
+#: A blocklist or context-rule hit in a text (offsets into that text's original form): the text
+#: contract's hit record, whose `source` names the lexicon (`default`, `policy:<name>`) or the rule
+#: (`rule:<id>`); `max_action` "review" caps an ambiguous-tier hit at REVIEW.
+BlockMatch = LexiconHit
 
 
-@dataclass(frozen=True)
-class ScoreSpan:
-    """A span the text model says drove a category's score (offsets into that text's original form)."""
-
-    category: str
-    start: int
-    end: int
-    score: float
-    source: str
+#: A span the text model says drove a category's score (offsets into that text's original form): the
+#: text contract's evidence record, as the pipeline decodes it.
+ScoreSpan = EvidenceSpan
 
 
 @dataclass(frozen=True)
@@ -262,9 +248,9 @@ def _apply_hits(document: PolicyDocument, texts: Sequence[TextFinding], verdicts
                 capped = action != document.blocklist.actions.for_level(match.severity)
                 cap = f"/max_action={action}" if capped else ""
                 verdicts[match.category] = CategoryVerdict(match.category, 1.0, severity, action,
-                                                           f"blocklist:{match.lexicon}/severity={severity}{cap}")
+                                                           f"blocklist:{match.source}/severity={severity}{cap}")
             evidence.add_text(TextSpanEvidence(match.category, finding.part_index, match.start, match.end, match.text,
-                                               matched_term=match.term, lexicon=match.lexicon,
+                                               matched_term=match.term, lexicon=match.source,
                                                ocr_line=finding.ocr_line, score=1.0))
 
 

@@ -29,7 +29,7 @@ from services.common.contracts.rows import MalformedRowError
 from services.common.errors import InvalidRequestError
 from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, Row, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
-from services.router.fusion import (RULE_PREFIX, BlockMatch, ImageFinding, OcrLineFinding, ScoreSpan, Signals,
+from services.router.fusion import (RULE_PREFIX, BlockMatch, ImageFinding, OcrLineFinding, Signals,
                                    StageFailure, TextFinding, Verdict)
 from services.router.policy import CompiledPolicy, Profile
 from services.router.profiles import escalated
@@ -255,8 +255,7 @@ def text_finding(text: MatchableText, row: text_contract.TextRow) -> TextFinding
     matches = [BlockMatch(m.category, m.term, m.severity, m.start, m.end, m.text,
                           m.source if m.source.startswith(RULE_PREFIX) else DEFAULT_LEXICON, max_action=m.max_action)
                for m in row.matches]
-    spans = [ScoreSpan(e.category, e.start, e.end, e.score, e.source) for e in row.evidence]
-    return TextFinding(part_index, content, row.scores, matches, line, evidence=spans)
+    return TextFinding(part_index, content, row.scores, matches, line, evidence=row.evidence)
 
 
 def _note_models(collected: _Collected, stage: str, rows: Sequence[dict[str, Any]]) -> None:

@@ -2,7 +2,8 @@
 
 A policy is a YAML document (`config/policies/<name>.yaml`), validated on load with errors that name
 the file and the key. Loading compiles it (tenant blocklists into an Aho-Corasick automaton) so the
-request path only reads an immutable `CompiledPolicy`.
+request path only reads an immutable `CompiledPolicy`. Files and stored versions are parsed by
+`services/router/control/versions.py` (`parse_document`), the one loading path.
 
 Example (`config/policies/default.yaml`)::
 
@@ -30,10 +31,9 @@ import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Literal, Mapping
 
-from services.common.config import ConfigError, FieldError, load_dataclass, read_yaml
+from services.common.config import FieldError
 from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX
 from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.router.policy_migration import migrate_categories
@@ -262,19 +262,3 @@ def compile_policy(document: PolicyDocument) -> CompiledPolicy:
     lexicon = Lexicon.build(entries) if entries else None
     digest = hashlib.sha256(json.dumps(asdict(written), sort_keys=True, default=str).encode()).hexdigest()
     return CompiledPolicy(document, lexicon, digest, written)
-
-
-def load_policy_file(path: Path) -> CompiledPolicy:
-    """Load, validate and compile one policy file; the file name (without .yaml) must equal `name`."""
-    document = load_dataclass(PolicyDocument, read_yaml(path), str(path))
-    if document.name != path.stem:
-        raise ConfigError(str(path), "name", f"must equal the file name {path.stem!r}, got {document.name!r}")
-    return compile_policy(document)
-
-
-def load_policy_dir(directory: Path) -> dict[str, CompiledPolicy]:
-    """Every `*.yaml` in `directory`, keyed by policy name."""
-    files = sorted(directory.glob("*.yaml"))
-    if not files:
-        raise ConfigError(str(directory), "", "no policy files (*.yaml) found")
-    return {policy.name: policy for policy in map(load_policy_file, files)}

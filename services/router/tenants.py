@@ -23,10 +23,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
-from services.common.config import ConfigError, load_dataclass, read_yaml
+from services.common.config import ConfigError
 from services.common.errors import PermissionDeniedError, UnauthenticatedError
 from services.common.qos import DEFAULT_CLASSES, QosClass, priority_of, validate_classes
 from services.router.admission import Quota
@@ -125,12 +124,6 @@ class TenantDirectory:
         if tenant is None or not hmac.compare_digest(tenant.api_key_sha256.lower(), digest):
             raise UnauthenticatedError("unknown API key")
         return tenant
-
-
-def load_tenants(path: Path, known_policies: set[str]) -> TenantDirectory:
-    """Load and validate the tenants file; every tenant's policies must exist."""
-    source = str(path)
-    return build_directory(load_dataclass(TenantsFile, read_yaml(path), source), source, known_policies)
 
 
 def build_directory(parsed: TenantsFile, source: str, known_policies: set[str] | None) -> TenantDirectory:

@@ -37,7 +37,7 @@ from services.text.model import TextModerationModel, _model_file, decode_texts, 
 
 __all__ = ["EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel", "logits"]
 
-EMBEDDING_MODEL = "minilm_l6"
+EMBEDDING_MODEL = "minilm_l6_moderation"  # minilm_l6 fine-tuned by services/text/build/finetune_minilm.py
 SEMANTIC_HEADS = "text_heads_semantic"
 #: The model-repository entries `TextSemanticModel` opens (the fast model's plus MiniLM and its heads).
 REPOSITORY_MODELS: tuple[str, ...] = (*fast_model.REPOSITORY_MODELS, EMBEDDING_MODEL, SEMANTIC_HEADS)

@@ -9,8 +9,9 @@ from bench.scenarios import TENANTS
 from bench.tenants import tenants_yaml
 from services.common.serving.modality_config import load_service_config
 from services.launcher import MODALITIES, ROOT, free_base_port
-from services.router.policy import load_policy_dir
-from services.router.tenants import load_tenants
+from tests.stubs import import_config
+
+POLICIES = ROOT / "config" / "policies"
 
 
 def test_unbatched_configs_load_with_batching_off(tmp_path: Path) -> None:
@@ -25,7 +26,7 @@ def test_unbatched_configs_load_with_batching_off(tmp_path: Path) -> None:
 def test_bench_tenants_load_with_their_classes(tmp_path: Path) -> None:
     path = tmp_path / "tenants.yaml"
     path.write_text(tenants_yaml(TENANTS), encoding="utf-8")
-    directory = load_tenants(path, set(load_policy_dir(ROOT / "config" / "policies")))
+    directory = import_config(tmp_path / "store.sqlite", POLICIES, path).tenants
     assert {t.id: t.qos_class for t in directory.tenants.values()} == {t.id: t.qos_class for t in TENANTS}
     assert directory.authenticate(TENANTS[0].key).id == TENANTS[0].id
 
@@ -37,8 +38,9 @@ def test_free_base_port_leaves_room_for_four_services() -> None:
 def test_profile_policies_load_with_the_profile_and_a_distinct_version(tmp_path: Path) -> None:
     from bench.meshes import profile_policies_dir
 
-    shipped = load_policy_dir(ROOT / "config" / "policies")
-    policies = load_policy_dir(profile_policies_dir(tmp_path, "fast"))
+    tenants = ROOT / "config" / "tenants.yaml"
+    shipped = import_config(tmp_path / "shipped.sqlite", POLICIES, tenants).policies
+    policies = import_config(tmp_path / "fast.sqlite", profile_policies_dir(tmp_path, "fast"), tenants).policies
     assert set(policies) == set(shipped)
     for name, policy in policies.items():
         assert policy.profile == "fast" and policy.version == f"{shipped[name].version}+fast"

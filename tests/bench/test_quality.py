@@ -11,10 +11,10 @@ import numpy as np
 from bench.corpus import CorpusRow
 from bench.quality import Scored, fired_categories, profile_rows, quality, score, targets
 from services.common.contracts import text as contract
-from services.router.policy import load_policy_file
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
+from tests.stubs import policy_from_file
 
-POLICY = load_policy_file(Path(__file__).resolve().parents[2] / "config" / "policies" / "default.yaml")
+POLICY = policy_from_file(Path(__file__).resolve().parents[2] / "config" / "policies" / "default.yaml")
 
 
 class FakeModel:
@@ -64,7 +64,7 @@ def test_a_category_fires_when_the_policy_reviews_or_blocks_it() -> None:
 
 def test_quality_report_and_targets() -> None:
     rows = [CorpusRow(f"en-f-t{i}-0", "en", t, ("violence",) if "threat" in t else (), "f", f"t{i}", "test",
-                      "threat" not in t, None) for i, t in enumerate(TEXTS)]
+                      "threat" not in t, None, "test rows", "Apache-2.0") for i, t in enumerate(TEXTS)]
     report = quality(rows, [("violence",), (), (), ()], resamples=20)
     assert report["categories"]["violence"]["recall"] == 0.5 and report["hard_negatives"]["fpr"] == 0.0
     profiles = {name: {"by_lang": {"en": report}, "throughput": {"texts_per_s": rate}}

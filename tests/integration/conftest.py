@@ -13,12 +13,11 @@ import grpc
 import pytest
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import ROOT, Mesh, free_base_port, mesh_services
+from services.launcher import Mesh
 from services.router.tenants import hash_key
 
+from tests.mesh_fixtures import channel_to, message_options, shipped_mesh
 from tests.stubs import KEY_A, KEY_B, KEY_CHAT, KEY_FLOOD, KEY_LIMITED
-
-
 
 
 @pytest.fixture(scope="session")
@@ -39,24 +38,14 @@ def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def mesh(tenants_file: Path) -> Iterator[Mesh]:
     """Every service (text, vision, OCR, and a router per lane of config/router.yaml), started once for
-    the session and stopped (gracefully) at the end."""
-    repository = ROOT / "model_repository"
-    if not (repository / ".built").exists() and not (repository / "toxicity_en").exists():
-        pytest.fail(f"model repository {repository} is missing: run `make models` (make test does)")
-    count = len(mesh_services())
-    base = free_base_port(2 * count)  # gRPC on base .. base+count-1, then /metrics on the next count ports
-    running = Mesh(base_port=base, metrics_base_port=base + count, extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
-    try:
-        running.start()
+    the session and stopped (gracefully) at the end; each serves /metrics too."""
+    with shipped_mesh(tenants_file, with_metrics=True) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="session")
 def router_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
-    options = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
-    with grpc.insecure_channel(mesh.address("router"), options=options) as channel:
+    with channel_to(mesh, "router", message_options(64 << 20)) as channel:
         yield channel
 
 

@@ -17,6 +17,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from services.common.contracts import text as text_contract
 from services.launcher import Mesh, free_base_port
 from tests.fixtures.render import render_photo_like, render_text_image
+from tests.mesh_fixtures import running
 from tests.stubs import KEY_A, KEY_B, MeshTritonClient, moderate
 
 
@@ -30,14 +31,8 @@ def side_mesh(mesh: Mesh, tenants_file: Path) -> Iterator[Mesh]:
     side = Mesh(base_port=free_base_port(), extra_env={
         "AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_TEXT_URL": mesh.address("text"),
         "AUDITMESH_OCR_URL": dead_address()})
-    try:
-        side.start_service("vision")
-        side.wait_serving("vision")
-        side.start_service("router")
-        side.wait_serving("router")
+    with running(side, "vision", "router"):
         yield side
-    finally:
-        side.stop()
 
 
 def test_service_down_then_stopped_answers_degraded_per_policy(side_mesh: Mesh) -> None:
@@ -63,15 +58,10 @@ def test_text_service_down_fails_closed_to_review(mesh: Mesh, tenants_file: Path
     lonely = Mesh(base_port=free_base_port(), extra_env={
         "AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_TEXT_URL": dead_address(),
         "AUDITMESH_VISION_URL": dead_address(), "AUDITMESH_OCR_URL": dead_address()})
-    try:
-        lonely.start_service("router")
-        lonely.wait_serving("router")
-        with grpc.insecure_channel(lonely.address("router")) as channel:
-            response = moderate(pb_grpc.ModerationServiceStub(channel), "hello")
-        assert response.decision == pb.REVIEW and response.degraded
-        assert [(d.stage, d.handling) for d in response.degradations] == [("text", "fail_closed")]
-    finally:
-        lonely.stop()
+    with running(lonely, "router"), grpc.insecure_channel(lonely.address("router")) as channel:
+        response = moderate(pb_grpc.ModerationServiceStub(channel), "hello")
+    assert response.decision == pb.REVIEW and response.degraded
+    assert [(d.stage, d.handling) for d in response.degradations] == [("text", "fail_closed")]
 
 
 def ocr_inference_count(mesh: Mesh) -> int:

@@ -23,6 +23,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from services.launcher import Mesh, free_base_port, mesh_services
 from services.router.dispatch import parse_warmup
 from tests.fixtures.render import render_text_image
+from tests.mesh_fixtures import running
 from tests.stubs import KEY_A, MeshTritonClient, item
 
 IMAGES = 16
@@ -32,11 +33,8 @@ DEADLINE_S = 2.0  # the router's default deadline, as in the report that filed t
 @pytest.fixture(scope="module")
 def fresh_mesh(tenants_file: Path) -> Iterator[Mesh]:
     fresh = Mesh(base_port=free_base_port(len(mesh_services())), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
-    try:
-        fresh.start()
+    with running(fresh):
         yield fresh
-    finally:
-        fresh.stop()
 
 
 def warm_seconds_per_image(mesh: Mesh, service: str, model: str) -> float:

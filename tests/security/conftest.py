@@ -15,14 +15,11 @@ import pytest
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from tritonclient.grpc import service_pb2_grpc
 
-from services.launcher import ROOT, Mesh, free_base_port, mesh_services
+from services.launcher import Mesh
 from services.router.tenants import hash_key
 
-KEY = "test-key-security"
-#: Channels of the tests may send and receive what the router accepts (64 MiB), so the services'
-#: own limits are what is tested, not the client's.
-BIG = 80 << 20
-CHANNEL_OPTIONS = [("grpc.max_send_message_length", BIG), ("grpc.max_receive_message_length", BIG)]
+from tests.mesh_fixtures import channel_to, shipped_mesh
+from tests.security.inputs import CHANNEL_OPTIONS, KEY
 
 
 def write_tenants(path: Path) -> Path:
@@ -39,21 +36,13 @@ def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def mesh(tenants_file: Path) -> Iterator[Mesh]:
     """Every service of the shipped configuration, started once for this package."""
-    repository = ROOT / "model_repository"
-    if not (repository / ".built").exists():
-        pytest.fail(f"model repository {repository} is missing: run `make models` (make test does)")
-    count = len(mesh_services())
-    running = Mesh(base_port=free_base_port(count), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
-    try:
-        running.start()
+    with shipped_mesh(tenants_file, with_metrics=False) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="session")
 def router_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
-    with grpc.insecure_channel(mesh.address("router"), options=CHANNEL_OPTIONS) as channel:
+    with channel_to(mesh, "router", CHANNEL_OPTIONS) as channel:
         yield channel
 
 
@@ -77,7 +66,7 @@ class WithMetadata(grpc.UnaryUnaryClientInterceptor):
 def text_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
     """The text service's port with the mesh's internal secret on every call, as the router calls it:
     what is tested is what an insider (or a leaked secret) could send."""
-    with grpc.insecure_channel(mesh.address("text"), options=CHANNEL_OPTIONS) as channel:
+    with channel_to(mesh, "text", CHANNEL_OPTIONS) as channel:
         yield grpc.intercept_channel(channel, WithMetadata(mesh.internal_metadata()))
 
 

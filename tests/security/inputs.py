@@ -1,4 +1,4 @@
-"""Inputs the security tests send: items, padded images, raw (unserialised) calls."""
+"""Inputs the security tests send: their tenant's key, items, padded images, raw (unserialised) calls."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ import grpc
 from PIL import Image
 
 from tests.fixtures.render import render_text_image
+from tests.mesh_fixtures import message_options
+
+#: The API key of the security suite's one tenant (tests/security/conftest.py writes its tenants file).
+KEY = "test-key-security"
+#: Channels of the tests may send and receive more than the router accepts (64 MiB), so the services'
+#: own limits are what is tested, not the client's.
+CHANNEL_OPTIONS = message_options(80 << 20)
 
 MODERATE = "/auditmesh.v1.ModerationService/Moderate"
 MODERATE_BATCH = "/auditmesh.v1.ModerationService/ModerateBatch"

@@ -11,14 +11,7 @@ from services.common.auth_guard import AuthGuard, AuthMetrics
 from services.common.auth_throttle import AuthThrottle, AuthThrottledError, ThrottleConfig, peer_host
 from services.common.errors import UnauthenticatedError
 from services.common.status import retry_after_s, status_for
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.stubs import FakeClock
 
 
 def wrong() -> str:
@@ -32,7 +25,7 @@ def test_peer_host_drops_the_source_port() -> None:
 
 
 def test_a_host_is_blocked_after_its_failures_until_the_window_moves_on() -> None:
-    clock = Clock()
+    clock = FakeClock()
     throttle = AuthThrottle(ThrottleConfig(peer_failures=3, global_failures=0, window_s=10.0), clock=clock)
     assert [throttle.failed("h") for _ in range(2)] == [None, None]
     clock.now += 4.0
@@ -44,7 +37,7 @@ def test_a_host_is_blocked_after_its_failures_until_the_window_moves_on() -> Non
 
 
 def test_global_limit_blocks_only_hosts_that_failed() -> None:
-    clock = Clock()
+    clock = FakeClock()
     throttle = AuthThrottle(ThrottleConfig(peer_failures=100, global_failures=5, window_s=10.0), clock=clock)
     for i in range(5):  # five hosts guessing once each
         throttle.failed(f"guesser-{i}")
@@ -55,7 +48,7 @@ def test_global_limit_blocks_only_hosts_that_failed() -> None:
 
 
 def test_memory_is_bounded_by_max_peers() -> None:
-    throttle = AuthThrottle(ThrottleConfig(peer_failures=2, global_failures=0, max_peers=100), clock=Clock())
+    throttle = AuthThrottle(ThrottleConfig(peer_failures=2, global_failures=0, max_peers=100), clock=FakeClock())
     for i in range(10_000):
         throttle.failed(f"host-{i}")
     assert throttle.tracked_peers == 100
@@ -70,7 +63,7 @@ def test_bad_settings_name_the_field() -> None:
 
 def test_guard_answers_resource_exhausted_with_retry_info_and_counts() -> None:
     registry = CollectorRegistry()
-    clock = Clock()
+    clock = FakeClock()
     guard = AuthGuard(AuthThrottle(ThrottleConfig(peer_failures=3, window_s=30.0), clock=clock), AuthMetrics(registry),
                       surface="public")
     peer = "ipv4:192.0.2.1:40000"

@@ -18,10 +18,10 @@ from services.router.dispatch import ModalityDispatcher, ModelUnloadedError
 from services.router.fusion import ImageFinding, Signals, StageFailure, fuse
 from services.router.metrics import reason_kind
 from services.launcher import ROOT
-from services.router.policy import FailureModes, PolicyDocument, Thresholds, compile_policy, load_policy_file
+from services.router.policy import FailureModes, PolicyDocument, Thresholds, compile_policy
 from services.router.scheduler import Requester
 from services.router.upstream_client import UpstreamSecurity
-from tests.stubs import GatedModel
+from tests.stubs import GatedModel, policy_from_file
 
 SECRET = "service-secret-0123456789"
 
@@ -53,7 +53,7 @@ def test_the_shipped_policies_say_what_an_unloaded_model_means() -> None:
     for name in ("default", "strict"):
         path = ROOT / "config" / "policies" / f"{name}.yaml"
         assert "model_unloaded: closed" in path.read_text()  # said in the file, with its comment
-        assert load_policy_file(path).document.failure.model_unloaded == "closed"
+        assert policy_from_file(path).document.failure.model_unloaded == "closed"
 
 
 async def test_the_dispatcher_reports_an_unloaded_model_as_such() -> None:

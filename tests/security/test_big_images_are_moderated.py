@@ -9,8 +9,7 @@ import grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from tests.security.conftest import KEY
-from tests.security.inputs import auth, padded_png
+from tests.security.inputs import KEY, auth, padded_png
 from tests.stubs import item
 
 #: Just under the router's limits.max_image_bytes (10 MiB).

@@ -14,8 +14,8 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from services.launcher import Mesh, free_base_port, mesh_services
-from tests.security.conftest import CHANNEL_OPTIONS, KEY
-from tests.security.inputs import auth, plain_png
+from tests.mesh_fixtures import running
+from tests.security.inputs import CHANNEL_OPTIONS, KEY, auth, plain_png
 from tests.stubs import item
 
 #: What a status message may take: gRPC sends it in a trailer (8 KiB of metadata by default).
@@ -49,11 +49,8 @@ def router_without_vision(mesh: Mesh, tenants_file: Path) -> Iterator[Mesh]:
     env = {"AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_VISION_URL": f"127.0.0.1:{dead}",
            "AUDITMESH_TEXT_URL": mesh.address("text"), "AUDITMESH_OCR_URL": mesh.address("ocr")}
     routers = Mesh(base_port=free_base_port(len(mesh_services())), extra_env=env)
-    try:
-        routers.start_routers()
+    with running(routers, *routers.routers):
         yield routers
-    finally:
-        routers.stop()
 
 
 def test_a_degradation_reason_names_no_internal_address(router_without_vision: Mesh) -> None:

@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2
 
-from tests.security.conftest import KEY
-from tests.security.inputs import MODEL_INFER, MODERATE, MODERATE_BATCH, auth, raw_unary
+from tests.security.inputs import KEY, MODEL_INFER, MODERATE, MODERATE_BATCH, auth, raw_unary
 from tests.stubs import item
 
 BUGS = (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL)

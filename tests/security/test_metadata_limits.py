@@ -8,8 +8,7 @@ import pytest
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from tests.security.conftest import KEY
-from tests.security.inputs import auth
+from tests.security.inputs import KEY, auth
 from tests.stubs import item
 
 

@@ -9,7 +9,7 @@ import pytest
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from tests.security.conftest import KEY
+from tests.security.inputs import KEY
 
 
 def test_many_keyless_calls_leave_the_host_unthrottled(router_channel: grpc.Channel) -> None:

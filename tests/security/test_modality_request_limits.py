@@ -14,8 +14,7 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests.security.conftest import KEY
-from tests.security.inputs import auth
+from tests.security.inputs import KEY, auth
 from tests.stubs import item
 
 REFUSED = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT)

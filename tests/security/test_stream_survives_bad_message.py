@@ -9,8 +9,7 @@ import time
 import grpc
 from auditmesh.v1 import moderation_pb2 as pb
 
-from tests.security.conftest import KEY
-from tests.security.inputs import MODERATE_STREAM, auth
+from tests.security.inputs import KEY, MODERATE_STREAM, auth
 from tests.stubs import item
 
 

@@ -4,8 +4,10 @@ certificates this test makes (services/common/tls_certs.py, the `cryptography` p
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import AsyncIterator
 
 import grpc
 import pytest
@@ -52,20 +54,26 @@ async def health(address: str, credentials: grpc.ChannelCredentials | None) -> b
             return False
 
 
-async def test_a_tls_listener_refuses_plaintext_and_serves_tls(tmp_path: Path) -> None:
-    ca = make_ca()
-    cert, key = write_pair(tmp_path, ca, "router")
-    service = GrpcService("router", ServerConfig("127.0.0.1:0", grace_period_s=0.1, tls=ServerTlsConfig(cert, key)),
+@contextlib.asynccontextmanager
+async def serving(name: str, tls: ServerTlsConfig) -> AsyncIterator[str]:
+    """A `GrpcService` with only the health service, listening with `tls`; yields its address."""
+    service = GrpcService(name, ServerConfig("127.0.0.1:0", grace_period_s=0.1, tls=tls),
                           service_names=[], register=lambda server: None)
     port = await service.start()
     try:
-        address = f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}"
+    finally:
+        await service.stop()
+
+
+async def test_a_tls_listener_refuses_plaintext_and_serves_tls(tmp_path: Path) -> None:
+    ca = make_ca()
+    cert, key = write_pair(tmp_path, ca, "router")
+    async with serving("router", ServerTlsConfig(cert, key)) as address:
         assert await health(address, channel_credentials(ClientTlsConfig(write_ca(tmp_path, ca))))
         assert not await health(address, None)
         other = make_ca("someone else")  # a client that trusts another CA refuses this server
         assert not await health(address, channel_credentials(ClientTlsConfig(write_ca(tmp_path, other, "other"))))
-    finally:
-        await service.stop()
 
 
 async def test_mtls_needs_a_client_certificate_from_the_mesh_ca(tmp_path: Path) -> None:
@@ -75,17 +83,10 @@ async def test_mtls_needs_a_client_certificate_from_the_mesh_ca(tmp_path: Path) 
     ca_file = write_ca(tmp_path, ca)
     stranger = make_ca("stranger")
     stranger_cert, stranger_key = write_pair(tmp_path, stranger, "intruder")
-    service = GrpcService("text", ServerConfig("127.0.0.1:0", grace_period_s=0.1,
-                                               tls=ServerTlsConfig(cert, key, client_ca_file=ca_file)),
-                          service_names=[], register=lambda server: None)
-    port = await service.start()
-    try:
-        address = f"127.0.0.1:{port}"
+    async with serving("text", ServerTlsConfig(cert, key, client_ca_file=ca_file)) as address:
         assert await health(address, channel_credentials(ClientTlsConfig(ca_file, client_cert, client_key)))
         assert not await health(address, channel_credentials(ClientTlsConfig(ca_file)))
         assert not await health(address, channel_credentials(ClientTlsConfig(ca_file, stranger_cert, stranger_key)))
-    finally:
-        await service.stop()
 
 
 async def test_the_router_reaches_a_modality_service_over_mtls_with_the_secret(tmp_path: Path) -> None:

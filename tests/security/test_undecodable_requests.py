@@ -13,8 +13,7 @@ from grpc_health.v1 import health_pb2
 
 from services.common.grpc_server import GrpcService
 from services.common.service_config import ServerConfig
-from tests.security.inputs import MODEL_INFER, MODERATE, MODERATE_BATCH, auth, raw_unary
-from tests.security.conftest import KEY
+from tests.security.inputs import KEY, MODEL_INFER, MODERATE, MODERATE_BATCH, auth, raw_unary
 
 #: Field 1 of every message below is a string: 0x0a = field 1, length-delimited.
 BAD_UTF8 = b"\x0a\x02\xff\xfe"

@@ -1,8 +1,9 @@
-"""docker-compose.yml and the Dockerfiles agree with the code (no Docker engine needed).
+"""docker-compose.yml and docker/Dockerfile agree with the code (no Docker engine needed).
 
-Checks for every compose service: its Dockerfile exists and runs the same command; the command's
-module exists and its --config file loads and names that service; the listen port agrees across
-compose env, Dockerfile ENV/EXPOSE/HEALTHCHECK and the router's upstream URLs; every AUDITMESH_* env
+Checks for every compose service: the one Dockerfile, rendered for the service's build target and
+args (tests/dockerfile.py), runs the same command and builds that modality's models (the router none);
+the command's module exists and its --config file loads and names that service; the listen port agrees
+across compose env, the image's ENV/EXPOSE/HEALTHCHECK and the router's upstream URLs; every AUDITMESH_* env
 name used is one the code reads; every router lane in config/router.yaml has its container, on the
 lane's port, sharing the policy store volume with the other lanes. Security (issue 12 item 5): only
 the router lanes' ports and the admin port are published, on the host's loopback only; modality and
@@ -13,8 +14,6 @@ present the secret and a client certificate, all from the `mesh-credentials` ini
 from __future__ import annotations
 
 import importlib.util
-import json
-import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from services.common.tls_config import (ENV_TLS_CERT_FILE, ENV_TLS_CLIENT_CA_FIL
 from services.launcher import mesh_services
 from services.router.config import (ENV_ADMIN_LISTEN, ENV_ALLOW_DEMO_KEYS, ENV_LANE, ENV_POLICIES_DIR, ENV_TENANTS_FILE,
                                     ENV_UPSTREAM_URL, load_router_config)
+from tests.dockerfile import Image, render_image
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -49,8 +49,11 @@ def module(name: str) -> str:
     return "router" if name in ROUTERS else name
 
 
-def dockerfile(name: str) -> str:
-    return (ROOT / str(SERVICES[name]["build"]["dockerfile"])).read_text()
+def image(name: str) -> Image:
+    """The image compose builds for container `name`: its Dockerfile rendered for its target and args."""
+    build = ALL_SERVICES[name]["build"]
+    args = {key: str(value) for key, value in build.get("args", {}).items()}
+    return render_image((ROOT / build["dockerfile"]).read_text(), target=build["target"], args=args)
 
 
 def listen_port(name: str) -> int:
@@ -69,8 +72,7 @@ def test_command_module_config_and_dockerfile_agree(name: str, monkeypatch: pyte
     expected = "services.router" if name in ROUTERS else f"services.{module(name)}.server"
     assert command[:2] == ["python", "-m"] and command[2] == expected
     assert importlib.util.find_spec(command[2]) is not None
-    cmd_line = re.search(r"^CMD (\[.*\])$", dockerfile(name), re.M)
-    assert cmd_line and json.loads(cmd_line.group(1)) == command
+    assert image(name).cmd == command
     config_path = ROOT / command[command.index("--config") + 1]
     for key, value in service["environment"].items():
         monkeypatch.setenv(key, str(value))
@@ -85,16 +87,40 @@ def test_command_module_config_and_dockerfile_agree(name: str, monkeypatch: pyte
         assert load_service_config(config_path).service == name
 
 
+def test_every_image_comes_from_the_one_dockerfile() -> None:
+    assert {service["build"]["dockerfile"] for service in ALL_SERVICES.values()} == {"docker/Dockerfile"}
+    assert not list(ROOT.glob("services/*/Dockerfile"))  # no second recipe to drift from it
+
+
+@pytest.mark.parametrize("name", list(ALL_SERVICES))
+def test_build_target_and_args_select_the_service(name: str) -> None:
+    build, built = ALL_SERVICES[name]["build"], image(name)
+    model_builds = [run for run in built.runs if ".build.build_models" in run]
+    if name in MODALITY_CONTAINERS:
+        assert build["target"] == "modality" and build["args"]["MODALITY"] == name
+        assert build["args"]["PORT"] == str(listen_port(name))
+        repository = built.env[ENV_MODEL_REPOSITORY]
+        # One RUN builds the models (for text it also installs PyTorch around the build: build-time only).
+        assert len(model_builds) == 1
+        commands = [c.strip() for c in model_builds[0].split(";")]
+        assert f'python -m "services.{name}.build.build_models" --repository {repository}' in commands
+        assert model_builds[0].startswith("set -e;") or len(commands) == 1  # a failed build fails the image
+        assert SERVICES[name]["environment"][ENV_MODEL_REPOSITORY] == repository
+    else:  # the router lanes and the credentials init container: the router image, no models
+        assert build["target"] == "router" and "args" not in build
+        assert model_builds == [] and ENV_MODEL_REPOSITORY not in built.env
+
+
 @pytest.mark.parametrize("name", list(SERVICES))
 def test_ports_agree_everywhere(name: str) -> None:
     port = listen_port(name)
     if name in LANE_CONTAINERS:  # the router image on the lane's port: compose overrides the health probe
         assert SERVICES[name]["healthcheck"]["test"][-1] == f"127.0.0.1:{port}"
     else:
-        text = dockerfile(name)
-        assert f"EXPOSE {port}" in text
-        assert f"AUDITMESH_LISTEN=0.0.0.0:{port}" in text
-        assert f'"127.0.0.1:{port}"]' in text  # HEALTHCHECK probes the same port
+        built = image(name)
+        assert built.expose == [str(port)]
+        assert built.env[ENV_LISTEN] == f"0.0.0.0:{port}"
+        assert built.healthcheck == ["python", "-m", "services.common.healthcheck", f"127.0.0.1:{port}"]
     published = [str(p) for p in SERVICES[name].get("ports", [])] + [str(p) for p in SERVICES[name].get("expose", [])]
     assert any(p == str(port) or p.endswith(f":{port}") for p in published)
 
@@ -171,5 +197,5 @@ def test_only_env_names_the_code_reads() -> None:
     used = {key for service in SERVICES.values() for key in service.get("environment", {})}
     assert used <= KNOWN_ENV, used - KNOWN_ENV
     for name in SERVICES:
-        env_lines = re.findall(r"(AUDITMESH_[A-Z_]+)=", dockerfile(name))
-        assert set(env_lines) <= KNOWN_ENV
+        baked = {key for key in image(name).env if key.startswith("AUDITMESH_")}
+        assert baked <= KNOWN_ENV, baked - KNOWN_ENV

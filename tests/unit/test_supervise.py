@@ -5,14 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.supervise import RestartPolicy, Supervisor, describe_exit
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.stubs import FakeClock
 
 
 def supervisor(**policy: float) -> tuple[Supervisor, FakeClock]:

@@ -25,14 +25,16 @@ ROUTER_OUTPUTS: tuple[str, ...] = (LINES, ERROR)
 
 @dataclass(frozen=True)
 class OcrLine:
-    """One line read from an image: its text, the recogniser's confidence and its box (4 points)."""
+    """One line read from an image: its text, the recogniser's confidence (0..1) and its box (4 corner
+    points (x, y) in original pixels). What the OCR pipeline produces and the router decodes."""
 
     text: str
     confidence: float
     polygon: tuple[tuple[int, int], ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "confidence": self.confidence, "polygon": [list(p) for p in self.polygon]}
+        """The line as LINES encodes it: {"text", "confidence" (5 decimals), "polygon": [[x, y] * 4]}."""
+        return {"text": self.text, "confidence": round(self.confidence, 5), "polygon": [list(p) for p in self.polygon]}
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,8 @@ class LexiconHit:
     """One blocklist or rule hit: half-open code-point offsets into the text exactly as sent.
 
     `max_action` is "review" for an ambiguous-tier entry that alone may at most REVIEW, else None.
+    The router's fusion takes hits in this same record (`fusion.BlockMatch`), `source` relabelled
+    with the lexicon they count for (`default`, `policy:<name>`) or kept as `rule:<id>`.
     """
 
     category: str

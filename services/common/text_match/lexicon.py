@@ -31,6 +31,7 @@ from typing import Any, Iterable
 
 import ahocorasick
 
+from services.common.contracts.text import LexiconHit
 from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.scripts import is_word_char
@@ -112,12 +113,9 @@ class Match:
     max_action: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The match as the MATCHES output tensor encodes it (`max_action` only when set)."""
-        out: dict[str, Any] = {"category": self.category, "term": self.term, "severity": self.severity,
-                               "start": self.start, "end": self.end, "text": self.matched_text, "source": self.source}
-        if self.max_action is not None:
-            out["max_action"] = self.max_action
-        return out
+        """The match as the MATCHES output tensor encodes it: the text contract's `LexiconHit`."""
+        return LexiconHit(self.category, self.term, self.severity, self.start, self.end, self.matched_text,
+                          self.source, self.max_action).to_json()
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,6 @@ appeared are dropped, so no text is in two splits; the same text with different 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import random
 import re
 import sys
@@ -57,41 +55,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from services.text.build.corpus_rows import CORPUS_DIR, Row, dumps, source_of
 from services.text.build.corpus_spec import (TEXT_CATEGORIES, CorpusSpecError, Derive, Functionality, Spec,
                                              Template, load_spec, slots_of)
+from services.text.build.corpus_split import HOLDOUT_MIN_VALUES, HOLDOUT_SHARE, SPLITS, cut_ranked, stable_hash
 from services.text.build.obfuscate import TRANSFORMS
 
-__all__ = ["DATA_DIR", "SPLITS", "Row", "assign_splits", "filler_pools", "generate", "render", "summary_table"]
+__all__ = ["DATA_DIR", "HOLDOUT_MIN_VALUES", "SPLITS", "Row", "assign_splits", "filler_pools", "generate", "render", "summary_table"]
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "corpus"
-SPLITS = ("train", "dev", "test")
-SPLIT_SHARE = {"test": 0.2, "dev": 0.2}
-#: Filler lists at least this long hold out a share of their values for test templates.
-HOLDOUT_MIN_VALUES = 8
-TEST_FILLER_SHARE = 0.25
-
-
-@dataclass(frozen=True)
-class Row:
-    """One corpus row; `as_json` gives the schema's field names."""
-
-    id: str
-    lang: str
-    text: str
-    labels: tuple[str, ...]
-    functionality: str
-    template: str
-    split: str
-    hard_negative: bool
-    evasion: str | None
-    source: str
-    licence: str
-
-    def as_json(self) -> dict[str, object]:
-        return {"id": self.id, "lang": self.lang, "text": self.text, "labels": list(self.labels),
-                "functionality": self.functionality, "template": self.template, "split": self.split,
-                "hard_negative": self.hard_negative, "evasion": self.evasion, "source": self.source,
-                "licence": self.licence}
+DATA_DIR = CORPUS_DIR
 
 
 @dataclass(frozen=True)
@@ -108,10 +80,6 @@ class _Draft:
     split: str
 
 
-def _hash(key: str) -> int:
-    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
-
-
 def assign_splits(lang: str, templates: Sequence[Template]) -> dict[str, str]:
     """Template id -> split for one functionality's templates (see the module docstring).
 
@@ -119,12 +87,8 @@ def assign_splits(lang: str, templates: Sequence[Template]) -> dict[str, str]:
 
         assign_splits("en", templates)  # {"vi-dir-01": "train", "vi-dir-02": "test", ...}
     """
-    n = len(templates)
-    n_test = max(round(n * SPLIT_SHARE["test"]), 1 if n >= 2 else 0)
-    n_dev = max(round(n * SPLIT_SHARE["dev"]), 1 if n >= 3 else 0)
-    ordered = sorted(templates, key=lambda t: (_hash(f"{lang}:split:{t.id}"), t.id))
-    return {t.id: "test" if i < n_test else "dev" if i < n_test + n_dev else "train"
-            for i, t in enumerate(ordered)}
+    ordered = sorted(templates, key=lambda t: (stable_hash(f"{lang}:split:{t.id}"), t.id))
+    return cut_ranked([t.id for t in ordered])
 
 
 def filler_pools(lang: str, fillers: Mapping[str, Sequence[str]]) -> dict[str, dict[str, tuple[str, ...]]]:
@@ -135,8 +99,8 @@ def filler_pools(lang: str, fillers: Mapping[str, Sequence[str]]) -> dict[str, d
             for split in SPLITS:
                 pools[split][slot] = tuple(values)
             continue
-        ranked = sorted(values, key=lambda v: (_hash(f"{lang}:filler:{v.casefold()}"), v))
-        held = set(ranked[:round(len(values) * TEST_FILLER_SHARE)])
+        ranked = sorted(values, key=lambda v: (stable_hash(f"{lang}:filler:{v.casefold()}"), v))
+        held = set(ranked[:round(len(values) * HOLDOUT_SHARE)])
         pools["test"][slot] = tuple(v for v in values if v in held)
         pools["train"][slot] = pools["dev"][slot] = tuple(v for v in values if v not in held)
     return pools
@@ -149,7 +113,7 @@ def _expand(template: Template, pool: Mapping[str, tuple[str, ...]], max_rows: i
     total = 1
     for size in sizes:
         total *= size
-    rng = random.Random(_hash(f"{lang}:expand:{template.id}"))
+    rng = random.Random(stable_hash(f"{lang}:expand:{template.id}"))
     expanded = []
     for index in sorted(rng.sample(range(total), min(total, max_rows))):
         values: dict[str, str] = {}
@@ -169,9 +133,9 @@ def _derived(functionality: Functionality, derive: Derive, sources: Sequence[_Dr
     out = []
     for template_id, drafts in by_template.items():
         candidates = [(d, p) for d in drafts if (p := _targets(derive, d)) is not None]
-        rng = random.Random(_hash(f"{lang}:derive:{functionality.name}:{template_id}"))
+        rng = random.Random(stable_hash(f"{lang}:derive:{functionality.name}:{template_id}"))
         for draft, pattern in rng.sample(candidates, min(derive.rows, len(candidates))):
-            text_rng = random.Random(_hash(f"{lang}:{derive.transform}:{draft.text}"))
+            text_rng = random.Random(stable_hash(f"{lang}:{derive.transform}:{draft.text}"))
             # One disguised word per row, as evaders write: "you absolute 1d10t", not every word mangled.
             match = text_rng.choice(list(pattern.finditer(draft.text)))
             text = draft.text[:match.start()] + transform(match.group(0), text_rng) + draft.text[match.end():]
@@ -221,7 +185,7 @@ def generate(spec: Spec) -> list[Row]:
 
         rows = generate(load_spec(DATA_DIR / "en_templates.yaml", transforms=frozenset(TRANSFORMS)))
     """
-    source = f"auditmesh-functional-{spec.lang}/{spec.version} (project-written)"
+    source = source_of(spec.lang, spec.version)
     seen: dict[str, _Draft] = {}
     numbers: Counter[str] = Counter()
     rows = []
@@ -245,7 +209,7 @@ def generate(spec: Spec) -> list[Row]:
 
 def render(rows: Sequence[Row]) -> str:
     """The JSON Lines text: one object per row, sorted keys, UTF-8 characters unescaped."""
-    return "".join(json.dumps(r.as_json(), ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+    return dumps(r.as_json() for r in rows)
 
 
 def summary_table(rows: Sequence[Row], descriptions: Mapping[str, str] | None = None) -> str:

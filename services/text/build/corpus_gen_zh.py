@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import random
 import re
 import sys
@@ -28,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+from services.text.build.corpus_rows import Row, dumps, source_of
 from services.text.build.corpus_zh_obfuscate import obfuscate, strip_marks
 from services.text.build.corpus_zh_spec import CorpusSpec, Functionality, SlotValue, SpecError, Template, load_spec
 from services.text.build.corpus_zh_split import SPLITS, assign_splits, held_out_fillers, stable_hash
@@ -44,7 +44,7 @@ _Draft = tuple[str, str | None]
 
 def source(spec: CorpusSpec) -> str:
     """The provenance string every row carries."""
-    return f"auditmesh-functional-{spec.lang}/{spec.version} (project-written)"
+    return source_of(spec.lang, spec.version)
 
 
 def generate(spec: CorpusSpec) -> list[dict[str, Any]]:
@@ -69,11 +69,6 @@ def generate(spec: CorpusSpec) -> list[dict[str, Any]]:
                 number += 1
                 rows.append(_row(spec, functionality, template, split, number, text, evasion))
     return rows
-
-
-def dumps(rows: Sequence[dict[str, Any]]) -> str:
-    """JSON Lines: one row per line, sorted keys, UTF-8 characters written as themselves."""
-    return "".join(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in rows)
 
 
 def _draw(spec: CorpusSpec, template: Template, held: dict[str, frozenset[str]],
@@ -146,19 +141,9 @@ def _check_same_labels(text: str, first: tuple[str, tuple[str, ...]], template_i
 
 def _row(spec: CorpusSpec, functionality: Functionality, template: Template, split: str, number: int,
          text: str, evasion: str | None) -> dict[str, Any]:
-    return {
-        "id": f"{spec.lang}-{functionality.name}-{template.id}-{number}",
-        "lang": spec.lang,
-        "text": text,
-        "labels": list(functionality.labels),
-        "functionality": functionality.name,
-        "template": template.id,
-        "split": split,
-        "hard_negative": functionality.hard_negative,
-        "evasion": evasion,
-        "source": source(spec),
-        "licence": LICENCE,
-    }
+    return Row(f"{spec.lang}-{functionality.name}-{template.id}-{number}", spec.lang, text, functionality.labels,
+               functionality.name, template.id, split, functionality.hard_negative, evasion, source(spec),
+               LICENCE).as_json()
 
 
 def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
+from services.common.taxonomy import TEXT_CATEGORIES
+from services.text.build.corpus_yaml import CorpusSpecError, expect_mapping, expect_string, read_yaml
 
 __all__ = ["TEXT_CATEGORIES", "CorpusSpecError", "Derive", "Functionality", "Spec", "Template", "load_spec",
            "slots_of"]
 
-#: The text taxonomy of issue 13 section 1; a row's labels are a subset of these.
-TEXT_CATEGORIES: tuple[str, ...] = ("harassment", "hate", "violence", "self_harm", "sexual", "profanity", "spam")
+# A row's labels are a subset of TEXT_CATEGORIES, the text taxonomy (services/common/taxonomy.py).
 #: The only labels a hard negative may carry: swearing aimed at nobody is profanity and nothing else.
 HARD_NEGATIVE_LABELS = frozenset({"profanity"})
 MAX_ROWS_CAP = 25
@@ -31,10 +31,6 @@ MAX_ROWS_CAP = 25
 _SLOT = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TEMPLATE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
-
-
-class CorpusSpecError(ValueError):
-    """A template file that does not follow the format; the message names the file and key."""
 
 
 @dataclass(frozen=True)
@@ -87,11 +83,7 @@ def slots_of(text: str) -> list[str]:
 
 def load_spec(path: Path, *, transforms: frozenset[str] = frozenset()) -> Spec:
     """Read and validate a template file; `transforms` are the names a `derive` block may use."""
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise CorpusSpecError(f"{path.name}: not valid YAML: {error}") from error
-    return _Reader(path.name, transforms).spec(document)
+    return _Reader(path.name, transforms).spec(read_yaml(path, path.name))
 
 
 class _Reader:
@@ -103,14 +95,10 @@ class _Reader:
         return CorpusSpecError(f"{self._file}: {key}: {message}")
 
     def mapping(self, value: Any, key: str) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
-        return value
+        return expect_mapping(value, f"{self._file}: {key}")
 
     def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(key, f"expected a non-empty string, got {value!r}")
-        return value
+        return expect_string(value, f"{self._file}: {key}")
 
     def strings(self, value: Any, key: str) -> tuple[str, ...]:
         if not isinstance(value, list):

@@ -33,15 +33,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
+from services.common.taxonomy import TEXT_CATEGORIES as CATEGORIES
+from services.text.build.corpus_yaml import CorpusSpecError, expect_list, expect_mapping, expect_string, read_yaml
 
 __all__ = [
     "CATEGORIES", "EVASIONS", "HAND_EVASIONS", "MAX_ROWS_PER_TEMPLATE", "TRANSFORMS",
     "CorpusSpec", "Functionality", "SlotValue", "SpecError", "Template", "load_spec",
 ]
 
-# The taxonomy decided in issue 13, section 1.
-CATEGORIES = ("harassment", "hate", "violence", "self_harm", "sexual", "profanity", "spam")
+# CATEGORIES is the text taxonomy decided in issue 13, section 1 (services/common/taxonomy.py).
+#: The templates file is malformed; the message names the file and the key (one error type for
+#: both languages' template files).
+SpecError = CorpusSpecError
 # Families a generator transform can produce (services/text/build/corpus_zh_obfuscate.py).
 TRANSFORMS = ("separators", "zero_width", "full_width", "traditional", "repetition")
 # Families only written by hand (the generated ones are also written by hand where users have a
@@ -55,10 +58,6 @@ MAX_ROWS_PER_TEMPLATE = 25
 _PLAIN = "plain"
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 _SLOT = re.compile(r"\{([a-z][a-z0-9_]*)\}")
-
-
-class SpecError(ValueError):
-    """The templates file is malformed; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -114,23 +113,20 @@ class CorpusSpec:
 
 def load_spec(path: Path) -> CorpusSpec:
     """Read and validate the templates file at `path`; raises SpecError naming the bad key."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise SpecError(f"{path}: not valid YAML: {error}") from error
     where = str(path)
-    top = _mapping(raw, where)
-    lang = _string(top.get("lang"), f"{where}: lang")
+    raw = read_yaml(path, where)
+    top = expect_mapping(raw, where)
+    lang = expect_string(top.get("lang"), f"{where}: lang")
     version = _integer(top.get("version"), f"{where}: version", minimum=1)
     seed = _integer(top.get("seed"), f"{where}: seed", minimum=0)
     default_n = _integer(top.get("default_n", 8), f"{where}: default_n", minimum=1)
     fillers = {name: _slot_values(values, f"{where}: fillers.{name}")
-               for name, values in _mapping(top.get("fillers", {}), f"{where}: fillers").items()}
+               for name, values in expect_mapping(top.get("fillers", {}), f"{where}: fillers").items()}
     for name in fillers:
         _identifier(name, f"{where}: fillers.{name}")
     functionalities = tuple(
         _functionality(name, body, f"{where}: functionalities.{name}", default_n, fillers)
-        for name, body in _mapping(top.get("functionalities"), f"{where}: functionalities").items())
+        for name, body in expect_mapping(top.get("functionalities"), f"{where}: functionalities").items())
     _unique_template_ids(functionalities, where)
     return CorpusSpec(lang, version, seed, default_n, fillers, functionalities)
 
@@ -138,8 +134,9 @@ def load_spec(path: Path) -> CorpusSpec:
 def _functionality(name: str, body: Any, where: str, default_n: int,
                    fillers: Mapping[str, tuple[SlotValue, ...]]) -> Functionality:
     _identifier(name, where)
-    spec = _mapping(body, where)
-    labels = tuple(sorted(_string(v, f"{where}.labels") for v in _list(spec.get("labels"), f"{where}.labels")))
+    spec = expect_mapping(body, where)
+    labels = tuple(sorted(expect_string(v, f"{where}.labels")
+                          for v in expect_list(spec.get("labels"), f"{where}.labels")))
     for label in labels:
         if label not in CATEGORIES:
             raise SpecError(f"{where}.labels: {label!r} is not one of {CATEGORIES}")
@@ -148,13 +145,14 @@ def _functionality(name: str, body: Any, where: str, default_n: int,
         raise SpecError(f"{where}.hard_negative: expected true or false, got {hard_negative!r}")
     if hard_negative and labels:
         raise SpecError(f"{where}: a hard negative is benign by definition; its labels must be []")
-    transforms = tuple(_string(v, f"{where}.transforms") for v in _list(spec.get("transforms", []), f"{where}.transforms"))
+    transforms = tuple(expect_string(v, f"{where}.transforms")
+                       for v in expect_list(spec.get("transforms", []), f"{where}.transforms"))
     for family in transforms:
         if family not in TRANSFORMS:
             raise SpecError(f"{where}.transforms: {family!r} is not one of {TRANSFORMS}")
     transform_rows = _integer(spec.get("transform_rows", min(2, len(transforms))), f"{where}.transform_rows", minimum=0)
     templates = tuple(_template(item, f"{where}.templates[{i}]", name, default_n, fillers)
-                      for i, item in enumerate(_list(spec.get("templates"), f"{where}.templates")))
+                      for i, item in enumerate(expect_list(spec.get("templates"), f"{where}.templates")))
     if not templates:
         raise SpecError(f"{where}.templates: a functionality needs at least one template")
     for template in templates:
@@ -167,17 +165,17 @@ def _functionality(name: str, body: Any, where: str, default_n: int,
 
 def _template(item: Any, where: str, functionality: str, default_n: int,
               fillers: Mapping[str, tuple[SlotValue, ...]]) -> Template:
-    spec = _mapping(item, where)
+    spec = expect_mapping(item, where)
     template_id = _identifier(spec.get("id"), f"{where}.id")
     where = f"{where} ({template_id})"
     if ("text" in spec) == ("texts" in spec):
         raise SpecError(f"{where}: give exactly one of text or texts")
-    texts = ((_string(spec["text"], f"{where}.text"),) if "text" in spec else
-             tuple(_string(t, f"{where}.texts") for t in _list(spec["texts"], f"{where}.texts")))
+    texts = ((expect_string(spec["text"], f"{where}.text"),) if "text" in spec else
+             tuple(expect_string(t, f"{where}.texts") for t in expect_list(spec["texts"], f"{where}.texts")))
     if not texts:
         raise SpecError(f"{where}.texts: empty")
     slots = {name: _slot_values(values, f"{where}.slots.{name}")
-             for name, values in _mapping(spec.get("slots", {}), f"{where}.slots").items()}
+             for name, values in expect_mapping(spec.get("slots", {}), f"{where}.slots").items()}
     for text in texts:
         _check_marks(text, f"{where}.text")
         for slot in _SLOT.findall(text):
@@ -196,13 +194,13 @@ def _slot_values(values: Any, where: str) -> tuple[SlotValue, ...]:
     if isinstance(values, list):
         groups: Mapping[str, Any] = {_PLAIN: values}
     else:
-        groups = _mapping(values, where)
+        groups = expect_mapping(values, where)
     result: list[SlotValue] = []
     for family, items in groups.items():
         if family != _PLAIN and family not in EVASIONS:
             raise SpecError(f"{where}.{family}: evasion family must be {_PLAIN!r} or one of {EVASIONS}")
-        for item in _list(items, f"{where}.{family}"):
-            text = _string(item if not isinstance(item, int) else str(item), f"{where}.{family}")
+        for item in expect_list(items, f"{where}.{family}"):
+            text = expect_string(item if not isinstance(item, int) else str(item), f"{where}.{family}")
             _check_marks(text, f"{where}.{family}")
             if _SLOT.search(text):
                 raise SpecError(f"{where}.{family}: {text!r}: slot values cannot contain slots")
@@ -232,24 +230,6 @@ def _unique_template_ids(functionalities: tuple[Functionality, ...], where: str)
                 raise SpecError(f"{where}: template id {template.id!r} is used by both "
                                 f"{seen[template.id]} and {functionality.name}")
             seen[template.id] = functionality.name
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise SpecError(f"{where}: expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise SpecError(f"{where}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(f"{where}: expected a non-empty string, got {value!r}")
-    return value
 
 
 def _integer(value: Any, where: str, *, minimum: int) -> int:

@@ -6,8 +6,11 @@ generalisation to sentence frames never seen in training. Within each functional
 are ordered by a stable hash of their id and the first ~20% go to test, the next ~20% to dev, the
 rest to train; a functionality with at least three templates therefore has one in every split.
 
-Long shared filler lists also hold back a quarter of their values (by stable hash) for the test
-split, so test rows also contain fillers that train and dev never use.
+The hash, the cut and the hold-out constants are shared with the English generator
+(`corpus_split`); what is Chinese-only is keying the hash by the file's seed, the bucket rule for
+functionalities of one or two templates, and the hold-out keeping every evasion family in train.
+Long shared filler lists hold back a quarter of their values (by stable hash, rounded up) for the
+test split, so test rows also contain fillers that train and dev never use.
 
 Example::
 
@@ -17,25 +20,12 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import math
+
+from services.text.build.corpus_split import HOLDOUT_MIN_VALUES, HOLDOUT_SHARE, SPLITS, cut_ranked, stable_hash
 from services.text.build.corpus_zh_spec import CorpusSpec, SlotValue
 
 __all__ = ["HOLDOUT_MIN_VALUES", "SPLITS", "assign_splits", "held_out_fillers", "stable_hash"]
-
-SPLITS = ("train", "dev", "test")
-_TEST_SHARE = 0.2
-_DEV_SHARE = 0.2
-# A filler list shorter than this is kept whole: holding back one of five values would leave train
-# with too little variety in that slot.
-HOLDOUT_MIN_VALUES = 8
-_HOLDOUT_SHARE = 0.25
-
-
-def stable_hash(*parts: object) -> int:
-    """A hash of `parts` that is the same in every process and Python version (unlike `hash`)."""
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big")
 
 
 def assign_splits(spec: CorpusSpec) -> dict[str, str]:
@@ -49,10 +39,7 @@ def assign_splits(spec: CorpusSpec) -> dict[str, str]:
                 bucket = stable_hash(spec.seed, "bucket", template.id) % 10
                 splits[template.id] = "train" if bucket < 6 else "dev" if bucket < 8 else "test"
             continue
-        n_test = max(1, round(count * _TEST_SHARE))
-        n_dev = max(1, round(count * _DEV_SHARE))
-        for index, template in enumerate(ordered):
-            splits[template.id] = "test" if index < n_test else "dev" if index < n_test + n_dev else "train"
+        splits.update(cut_ranked([template.id for template in ordered]))
     return splits
 
 
@@ -64,7 +51,7 @@ def held_out_fillers(spec: CorpusSpec) -> dict[str, frozenset[str]]:
 
 def _held_out(seed: int, name: str, values: tuple[SlotValue, ...]) -> frozenset[str]:
     ordered = sorted(values, key=lambda v: (stable_hash(seed, "holdout", name, v.text), v.text))
-    wanted = math.ceil(len(values) * _HOLDOUT_SHARE)
+    wanted = math.ceil(len(values) * HOLDOUT_SHARE)
     left = _family_counts(values)
     held: set[str] = set()
     for value in ordered:

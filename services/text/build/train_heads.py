@@ -191,7 +191,10 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
     oof = _out_of_fold_logits(x_train, y_train, w_train, groups, fast, seed)
     dev_fast = logits(_sigmoid(np.asarray(x_dev @ np.stack([h.weights for h in fast], 1)) +
                                np.array([h.bias for h in fast])))
-    embedder = SentenceEmbedder(find_model("minilm_l6", root=repository), SessionOptions(intra_op_threads=2))
+    from services.text.build.finetune_minilm import build_tuned_minilm
+
+    tuned = build_tuned_minilm(repository, train_text, y_train, w_train, seed=seed)
+    embedder = SentenceEmbedder(tuned, SessionOptions(intra_op_threads=2))
     e_train, e_dev = _embed_cached(repository, embedder, train_text), _embed_cached(repository, embedder, dev_text)
     z_train = np.hstack([e_train, oof, s_train])
     z_dev = np.hstack([e_dev, dev_fast, s_dev])
@@ -199,9 +202,9 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
                 for k in range(len(CATEGORIES))]
     semantic_names = [f"embedding:{i}" for i in range(e_train.shape[1])] + [f"fast_logit:{c}" for c in CATEGORIES] + names
     semantic_entry = _install_heads(repository, "text_heads_semantic", semantic, data, seed, {
-        "feature_layout": ["minilm_l6", "fast_logits", "structured"], "feature_names": semantic_names,
+        "feature_layout": [tuned.name, "fast_logits", "structured"], "feature_names": semantic_names,
         "structured_features": names, "fast_logits": "out-of-fold (GroupKFold by template) on train"})
-    return [tfidf_entry, fast_entry, semantic_entry]
+    return [tfidf_entry, fast_entry, tuned, semantic_entry]
 
 
 def _analyzer(repository: Path) -> Any:
@@ -304,7 +307,9 @@ def _out_of_fold_logits(x: Any, y: np.ndarray, w: np.ndarray, groups: np.ndarray
 def _embed_cached(repository: Path, embedder: SentenceEmbedder, texts: list[str]) -> np.ndarray:
     cache_dir = repository / ".cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
-    cache_path = cache_dir / f"embeddings-{embedder.entry.sha256[:16]}.npz"
+    # The graph file names its weights file, so its hash alone does not change when only the weights do.
+    weights_key = hashlib.sha256(json.dumps(embedder.entry.extra.get("file_sha256", {}), sort_keys=True).encode())
+    cache_path = cache_dir / f"embeddings-{embedder.entry.sha256[:12]}-{weights_key.hexdigest()[:12]}.npz"
     cache: dict[str, np.ndarray] = {}
     if cache_path.exists():
         with np.load(cache_path) as stored:

@@ -6,37 +6,30 @@ import pytest
 
 from services.router.batch_cost import BatchCost
 from services.router.dispatch import parse_warmup
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.stubs import FakeClock
 
 
 def test_fits_a_line_through_observations() -> None:
-    cost = BatchCost(clock=Clock())
+    cost = BatchCost(clock=FakeClock())
     for n, d in ((1, 0.012), (8, 0.040), (4, 0.024), (2, 0.016)):
         cost.observe(n, d)
     assert cost.predict(4) == pytest.approx(0.024, rel=0.05)
 
 
 def test_no_estimate_before_anything_is_known() -> None:
-    cost = BatchCost(clock=Clock())
+    cost = BatchCost(clock=FakeClock())
     assert cost.estimate() is None and cost.predict(8) == 0.0 and not cost.seeded
 
 
 def test_the_warm_seed_is_an_estimate_from_the_start() -> None:
-    cost = BatchCost(clock=Clock())
+    cost = BatchCost(clock=FakeClock())
     cost.seed(17, 1.7)  # 17 images in 1.7 s on the warm model: 0.1 s each
     assert cost.seeded
     assert cost.predict(1) == pytest.approx(0.1) and cost.predict(8) == pytest.approx(0.8)
 
 
 def test_real_batches_outweigh_the_seed_at_once() -> None:
-    cost = BatchCost(clock=Clock())
+    cost = BatchCost(clock=FakeClock())
     cost.seed(1, 1.0)  # a pessimistic seed
     for _ in range(8):
         cost.observe(1, 0.2)
@@ -44,7 +37,7 @@ def test_real_batches_outweigh_the_seed_at_once() -> None:
 
 
 def test_stale_observations_fade_back_to_the_seed() -> None:
-    clock = Clock()
+    clock = FakeClock()
     cost = BatchCost(clock=clock, half_life_s=10.0)
     cost.seed(1, 0.2)
     for _ in range(6):  # a cold connection's slow first batches
@@ -56,7 +49,7 @@ def test_stale_observations_fade_back_to_the_seed() -> None:
 
 
 def test_recent_observations_weigh_more_than_old_ones() -> None:
-    clock = Clock()
+    clock = FakeClock()
     cost = BatchCost(clock=clock, half_life_s=5.0)
     for _ in range(8):
         cost.observe(1, 1.0)
@@ -72,6 +65,6 @@ def test_parse_warmup(value: str, parsed: tuple[int, float]) -> None:
 
 
 def test_a_malformed_seed_is_ignored() -> None:
-    cost = BatchCost(clock=Clock())
+    cost = BatchCost(clock=FakeClock())
     cost.seed(*parse_warmup("garbage"))
     assert not cost.seeded

@@ -10,8 +10,9 @@ import pytest
 
 from services.common.config import ConfigError
 from services.router.control.versions import parse_document
-from services.router.policy import BalancedRouting, Thresholds, load_policy_dir, load_policy_file
+from services.router.policy import BalancedRouting, Thresholds
 from services.router.policy_migration import migrate_categories
+from tests.stubs import import_config, policy_from_file
 
 ROOT = Path(__file__).resolve().parents[3]
 OLD_FILE = ROOT / "tests" / "fixtures" / "policy_taxonomy1.yaml"
@@ -19,7 +20,7 @@ OLD_FILE = ROOT / "tests" / "fixtures" / "policy_taxonomy1.yaml"
 
 def test_old_hate_threshold_covers_harassment_and_hate_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="services.router.policy"):
-        policy = load_policy_file(OLD_FILE)
+        policy = policy_from_file(OLD_FILE)
     categories = policy.document.categories
     assert categories["harassment"] == categories["hate"] == Thresholds(review=0.5, block=0.9)
     assert "policy_taxonomy1@2026-11-29.1: taxonomy 1 migration: categories.hate thresholds also applied to harassment" \
@@ -28,13 +29,14 @@ def test_old_hate_threshold_covers_harassment_and_hate_with_a_log_line(caplog: p
 
 
 def test_old_file_keeps_its_other_categories_and_adds_none() -> None:
-    categories = load_policy_file(OLD_FILE).document.categories
+    categories = policy_from_file(OLD_FILE).document.categories
     assert sorted(categories) == ["harassment", "hate", "sexual", "spam", "violence"]
 
 
-def test_file_with_a_harassment_entry_is_not_migrated(caplog: pytest.LogCaptureFixture) -> None:
+def test_file_with_a_harassment_entry_is_not_migrated(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     with caplog.at_level(logging.INFO, logger="services.router.policy"):
-        policies = load_policy_dir(ROOT / "config" / "policies")
+        policies = import_config(tmp_path / "store.sqlite", ROOT / "config" / "policies",
+                                 ROOT / "config" / "tenants.yaml").policies
     assert "migration" not in caplog.text
     assert policies["default"].document.categories["harassment"] == Thresholds(review=0.5, block=0.85)
 
@@ -76,4 +78,4 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("name: p\nversion: '1'\nprofile: turbo\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=f"^{path}: profile: must be one of"):
-        load_policy_file(path)
+        policy_from_file(path)

@@ -6,17 +6,10 @@ from __future__ import annotations
 import pytest
 
 from services.router.verdict_cache import ENTRY_OVERHEAD_BYTES, VerdictCache, VerdictCacheConfig
+from tests.stubs import FakeClock
 
 SCOPE = ("default", "v1", "", "", "text_moderation=1", "toxicity_en=3")
 PARTS = [("text", b"gg")]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make(**settings: object) -> tuple[VerdictCache[str], FakeClock]:

