@@ -52,21 +52,24 @@ def test_cli_writes_the_same_bytes(tmp_path: Path, rows: list[Row]) -> None:
 
 
 def test_size_is_in_the_planned_range(rows: list[Row]) -> None:
-    assert 4000 <= len(rows) <= 8000
+    # 1.1.0 roughly doubled the positive templates (issue 13: more diverse data); the cap keeps the
+    # corpus cheap enough to regenerate and train on in the test run.
+    assert 4000 <= len(rows) <= 20000
     per_template: dict[str, int] = defaultdict(int)
     for row in rows:
         per_template[row.template] += 1
     assert max(per_template.values()) <= 25
 
 
-def test_rows_follow_the_schema() -> None:
+def test_rows_follow_the_schema(spec: Spec) -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+", spec.version), spec.version
     ids = set()
     for line in COMMITTED.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         assert set(row) == FIELDS
         assert list(row) == sorted(row), "keys are sorted"
         assert row["lang"] == "en" and row["licence"] == "Apache-2.0"
-        assert row["source"] == "auditmesh-functional-en/1.0.0 (project-written)"
+        assert row["source"] == f"auditmesh-functional-en/{spec.version} (project-written)"
         assert set(row["labels"]) <= set(TEXT_CATEGORIES) and row["labels"] == sorted(set(row["labels"]))
         assert row["split"] in SPLITS
         assert isinstance(row["hard_negative"], bool)
