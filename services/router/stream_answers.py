@@ -1,8 +1,9 @@
 """Answering a request stream: read messages, answer each concurrently, yield answers as they finish.
 Pure asyncio, no gRPC.
 
-* At most `max_in_flight` messages are being answered at once; reading pauses beyond that
-  (backpressure towards the client instead of an unbounded task list).
+* At most `max_in_flight` messages are being answered or waiting to be sent at once; reading pauses
+  beyond that (backpressure towards the client: a client that does not read its answers stops
+  being read, instead of the answers piling up).
 * Every message that was read gets its answer, even when reading then fails.
 * When the requests end, the answers still pending are awaited and yielded, then the stream ends.
 * When reading raises (the stream can no longer be read), the pending answers are still yielded and
@@ -60,17 +61,29 @@ class _Answering(Generic[Q, A]):
         if not task.cancelled():
             error = task.exception()
             if error is None:
-                self.ready.append(task.result())
-            elif isinstance(error, Exception):  # a bug in `answer`: kept, raised once the others are out
+                self.ready.append(task.result())  # still held: its slot frees when the consumer takes it
+                _wake(self._consumer)
+                return
+            if isinstance(error, Exception):  # a bug in `answer`: kept, raised once the others are out
                 self.failures.append(error)
-        _wake(self._reader)
+        self.taken()  # nothing to send for it: its slot is free now
         _wake(self._consumer)
 
+    def held(self) -> int:
+        """Messages being answered plus answers not yet taken by the consumer."""
+        return len(self.pending) + len(self.ready)
+
     async def slot(self) -> None:
-        """Wait until fewer than `max_in_flight` messages are being answered."""
-        while len(self.pending) >= self.max_in_flight:
+        """Wait until fewer than `max_in_flight` messages are held (`held`)."""
+        while self.held() >= self.max_in_flight:
             self._reader = self.loop.create_future()
             await self._reader
+
+    def taken(self) -> None:
+        """The consumer took an answer: a slot may be free for the reader."""
+        if self._reader is not None:
+            _wake(self._reader)
+            self._reader = None
 
     def end(self, error: BaseException | None) -> None:
         self.ended, self.read_error = True, error
@@ -101,7 +114,7 @@ async def answer_stream(requests: AsyncIterator[Q], answer: Callable[[Q], Corout
         error = None
         try:
             async for request in requests:
-                if len(state.pending) >= max_in_flight:
+                if state.held() >= max_in_flight:
                     await state.slot()
                 state.start(request)
         except asyncio.CancelledError:
@@ -117,6 +130,7 @@ async def answer_stream(requests: AsyncIterator[Q], answer: Callable[[Q], Corout
             ready = state.ready
             while ready:
                 yield ready.popleft()
+                state.taken()
             if state.ended and not state.pending:
                 break
         if state.failures:

@@ -155,3 +155,23 @@ async def test_a_failing_answer_ends_the_stream_after_the_other_answers() -> Non
         async for answer in answer_stream(requests([1, 2, 3]), fragile, max_in_flight=8):
             answers.append(answer)
     assert sorted(answers) == [1, 3]
+
+
+async def test_answers_nobody_takes_stop_the_reading() -> None:
+    read: list[int] = []
+
+    async def counted() -> AsyncIterator[int]:
+        for value in range(100):
+            read.append(value)
+            yield value
+
+    async def quick(value: int) -> int:
+        return value
+
+    stream = answer_stream(counted(), quick, max_in_flight=4)
+    first = await anext(stream)  # then the consumer stops taking answers (a slow client)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(read) <= 4 + 2  # the window, the one taken, and the one the reader holds
+    rest = [answer async for answer in stream]
+    assert sorted([first, *rest]) == list(range(100))
