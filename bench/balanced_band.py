@@ -27,7 +27,8 @@ from bench.quality import DEFAULT_POLICY, fired_categories, load_model, score
 from bench.quality_metrics import category_report
 from services.common.serving.model_repository import DEFAULT_ROOT
 from services.common.taxonomy import TEXT_CATEGORIES
-from services.router.policy import BalancedRouting, load_policy_file
+from services.router.control.versions import compile_stored_policy
+from services.router.policy import BalancedRouting
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL, escalated
 
 LOWS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, default=DEFAULT_ROOT)
     parser.add_argument("--f1-budget", type=float, default=0.02, help="allowed dev macro-F1 loss against accurate")
     args = parser.parse_args(argv)
-    policy = load_policy_file(args.policy)
+    policy = compile_stored_policy(args.policy.read_text(encoding="utf-8"), str(args.policy))
     rows = load_corpus([args.lang], "dev")
     texts = [r.text for r in rows]
     templates, labels = [r.template for r in rows], [r.labels for r in rows]

@@ -62,15 +62,20 @@ class FastScores:
     scores: np.ndarray
 
 
-class TextModerationModel:
-    """Implements `services.common.serving.model_api.ServedModel` (see the module docstring)."""
+class TextPipelineShape:
+    """What both served text models share: the platform, the batch size and text contract v2's tensors."""
 
-    name = contract.MODEL_NAME
-    version = "2"
     platform = "auditmesh_text_pipeline"
     max_batch_size = 64
     inputs: Sequence[TensorSpec] = (contract.INPUT,)
     outputs: Sequence[TensorSpec] = contract.OUTPUTS
+
+
+class TextModerationModel(TextPipelineShape):
+    """Implements `services.common.serving.model_api.ServedModel` (see the module docstring)."""
+
+    name = contract.MODEL_NAME
+    version = "2"
 
     def __init__(self, repository_root: Path, session_options: SessionOptions, lexicon: Lexicon | None = None) -> None:
         """Open the classifiers, vectoriser and heads; `lexicon=None` loads the shipped default.

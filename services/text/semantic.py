@@ -24,7 +24,6 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from services.common.contracts import text as contract
-from services.common.contracts.tensors import TensorSpec
 from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
@@ -33,7 +32,7 @@ from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
 from services.text import model as fast_model
-from services.text.model import TextModerationModel, _model_file, decode_texts, encode_outputs
+from services.text.model import TextModerationModel, TextPipelineShape, _model_file, decode_texts, encode_outputs
 
 __all__ = ["EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel", "logits"]
 
@@ -50,15 +49,11 @@ def logits(scores: np.ndarray) -> np.ndarray:
     return np.asarray(np.log(clipped / (1 - clipped)), dtype=np.float32)
 
 
-class TextSemanticModel:
+class TextSemanticModel(TextPipelineShape):
     """Implements `services.common.serving.model_api.ServedModel` (see the module docstring)."""
 
     name = contract.SEMANTIC_MODEL_NAME
-    version = "1"
-    platform = "auditmesh_text_pipeline"
-    max_batch_size = 64
-    inputs: Sequence[TensorSpec] = (contract.INPUT,)
-    outputs: Sequence[TensorSpec] = contract.OUTPUTS
+    version = "2"  # 2: the embedding is minilm_l6_moderation (fine-tuned), no longer the base minilm_l6
 
     def __init__(self, repository_root: Path, session_options: SessionOptions, lexicon: Lexicon | None = None,
                  *, fast: TextModerationModel | None = None) -> None:

@@ -57,6 +57,13 @@ class _Dense(nn.Module):
         return x @ self.weight + self.bias
 
 
+def _embedding(table: np.ndarray) -> nn.Embedding:
+    """A trainable embedding initialised from `table` [rows, 384]."""
+    embedding = nn.Embedding(table.shape[0], table.shape[1])
+    embedding.weight.data = torch.from_numpy(table.copy())
+    return embedding
+
+
 class _Layer(nn.Module):
     def __init__(self, w: dict[str, np.ndarray]) -> None:
         super().__init__()
@@ -79,7 +86,8 @@ class _Layer(nn.Module):
         scores = q @ k.transpose(-1, -2) / math.sqrt(HIDDEN // HEADS) + additive_mask
         context = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, HIDDEN)
         x = self.norm1(x + self.o(context))
-        return self.norm2(x + self.fc2(nn.functional.gelu(self.fc1(x))))
+        out: torch.Tensor = self.norm2(x + self.fc2(nn.functional.gelu(self.fc1(x))))
+        return out
 
 
 class MiniLM(nn.Module):
@@ -87,12 +95,9 @@ class MiniLM(nn.Module):
 
     def __init__(self, weights: dict[str, np.ndarray]) -> None:
         super().__init__()
-        self.word = nn.Embedding.from_pretrained(torch.from_numpy(weights[_EMBED.format("word_embeddings")].copy()),
-                                                 freeze=False)
-        self.position = nn.Embedding.from_pretrained(
-            torch.from_numpy(weights[_EMBED.format("position_embeddings")].copy()), freeze=False)
-        self.token_type = nn.Embedding.from_pretrained(
-            torch.from_numpy(weights[_EMBED.format("token_type_embeddings")].copy()), freeze=False)
+        self.word, self.position, self.token_type = (
+            _embedding(weights[_EMBED.format(kind)]) for kind in ("word_embeddings", "position_embeddings",
+                                                                  "token_type_embeddings"))
         self.norm = nn.LayerNorm(HIDDEN, eps=EPS)
         self.norm.weight.data = torch.from_numpy(weights[_LAYER.format(-1, "embeddings_norm_layernorm.weight")].copy())
         self.norm.bias.data = torch.from_numpy(weights[_LAYER.format(-1, "embeddings_norm_layernorm.bias")].copy())
@@ -112,7 +117,9 @@ class MiniLM(nn.Module):
     def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The embedding block: word + position + token type, LayerNorm -> [b, s, 384]."""
         positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-        return self.norm(self.word(input_ids) + self.position(positions) + self.token_type(torch.zeros_like(input_ids)))
+        out: torch.Tensor = self.norm(self.word(input_ids) + self.position(positions)
+                                      + self.token_type(torch.zeros_like(input_ids)))
+        return out
 
     def run_layers(self, x: torch.Tensor, attention_mask: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         """Layers `start` .. `stop - 1` over token states `x` (so lower layers can be run once and cached)."""
