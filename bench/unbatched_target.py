@@ -3,9 +3,11 @@
 This is the "second-generation" design the router is measured against: a client (or a thin gateway)
 calls each model service once per item. The services run with `batching.max_batch_size: 1` (see
 `bench/meshes.py`), so they never merge items either. An image item does what the router's pipeline
-does, per item: vision and OCR concurrently, then one text call per OCR line. Fusion is skipped (it
-costs well under a millisecond), and there is no router hop, so this baseline is, if anything,
-flattered.
+does, per item: vision and OCR concurrently, then one text call per OCR line. Each call asks for
+the outputs the router asks for (the modality contracts' `ROUTER_OUTPUTS`, text contract v2) and its
+row is decoded by the same contract (`decode_row`), so a response the router could not use is a
+failure here too (status `MALFORMED`). Fusion is skipped (it costs well under a millisecond), and
+there is no router hop, so this baseline is, if anything, flattered.
 
 Example::
 
@@ -16,9 +18,8 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import tritonclient.grpc.aio as triton_aio
@@ -27,12 +28,20 @@ from tritonclient.utils import InferenceServerException
 
 from bench.loadgen import Arrival
 from bench.payloads import BenchInputs
+from services.common.contracts import ocr as ocr_contract
+from services.common.contracts import text as text_contract
+from services.common.contracts import vision as vision_contract
+from services.common.contracts.rows import MalformedRowError
 from services.launcher import Mesh
 
-#: (model, input tensor, output tensors) per modality service, as the router calls them.
-MODELS = {"text": ("text_moderation", "TEXT", ("TOXICITY", "SPAM", "MATCHES")),
-          "vision": ("image_safety", "IMAGE", ("SEXUAL", "VIOLENCE", "DETAILS", "ERROR")),
-          "ocr": ("ocr", "IMAGE", ("LINES", "ERROR"))}
+#: (model, input tensor, output tensors) per modality service, as the router calls them (the shipped
+#: config/router.yaml models, and each contract's ROUTER_OUTPUTS).
+MODELS = {"text": (text_contract.MODEL_NAME, text_contract.INPUT.name, text_contract.ROUTER_OUTPUTS),
+          "vision": ("image_safety", vision_contract.INPUT.name, vision_contract.ROUTER_OUTPUTS),
+          "ocr": ("ocr", ocr_contract.INPUT.name, ocr_contract.ROUTER_OUTPUTS)}
+#: Each modality's row decoder (the router's: services/router/pipeline.py).
+DECODERS: Mapping[str, Callable[[Mapping[str, np.ndarray]], Any]] = {
+    "text": text_contract.decode_row, "vision": vision_contract.decode_row, "ocr": ocr_contract.decode_row}
 
 
 class StageFailed(Exception):
@@ -62,7 +71,7 @@ class UnbatchedSender:
         payload = self._inputs.payload(arrival.kind, arrival.index)
         try:
             if arrival.kind == "text":
-                await self._infer("text", payload, deadline)
+                await self.infer("text", payload, deadline)
             else:
                 await self._image(payload, deadline)
         except StageFailed as failure:
@@ -70,11 +79,19 @@ class UnbatchedSender:
         return "OK"
 
     async def _image(self, payload: bytes, deadline: float) -> None:
-        _, ocr = await asyncio.gather(self._infer("vision", payload, deadline), self._infer("ocr", payload, deadline))
-        lines = json.loads(bytes(ocr.as_numpy("LINES")[0, 0]))
-        await asyncio.gather(*(self._infer("text", line["text"].encode("utf-8"), deadline) for line in lines))
+        _, ocr = await asyncio.gather(self.infer("vision", payload, deadline), self.infer("ocr", payload, deadline))
+        await asyncio.gather(*(self.infer("text", line.text.encode("utf-8"), deadline) for line in ocr.lines))
 
-    async def _infer(self, modality: str, payload: bytes, deadline: float) -> Any:
+    async def infer(self, modality: str, payload: bytes, deadline: float) -> Any:
+        """The modality's decoded row for one payload (StageFailed on an error status or a malformed row)."""
+        result = await self._call(modality, payload, deadline)
+        _, _, output_names = MODELS[modality]
+        try:
+            return DECODERS[modality]({name: result.as_numpy(name)[0] for name in output_names})
+        except (MalformedRowError, TypeError, IndexError):  # TypeError: an output missing (as_numpy gave None)
+            raise StageFailed("MALFORMED") from None
+
+    async def _call(self, modality: str, payload: bytes, deadline: float) -> Any:
         model, input_name, output_names = MODELS[modality]
         remaining = deadline - time.monotonic()
         if remaining <= 0:

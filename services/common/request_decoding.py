@@ -71,24 +71,33 @@ def _type_name(deserializer: Callable[[bytes], Any]) -> str:
     return str(getattr(descriptor, "full_name", "") or "request")
 
 
-def guard_deserializer(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """`deserializer`, returning an UndecodableRequest instead of raising."""
+def guard_deserializer(deserializer: Callable[[bytes], Any],
+                       on_undecodable: Callable[[UndecodableRequest], None] | None = None) -> Callable[[bytes], Any]:
+    """`deserializer`, returning an UndecodableRequest instead of raising (and telling `on_undecodable`)."""
     type_name = _type_name(deserializer)
 
     def deserialize(data: bytes) -> Any:
         try:
             return deserializer(data)
         except Exception:  # DecodeError, or a UnicodeDecodeError from some protobuf builds
-            return UndecodableRequest(type_name)
+            request = UndecodableRequest(type_name)
+            if on_undecodable is not None:
+                on_undecodable(request)
+            return request
     return deserialize
 
 
 class DecodeGuard(grpc.aio.ServerInterceptor):
-    """See the module docstring. Put it last in the interceptor list (it wraps the servicer itself)."""
+    """See the module docstring. Put it last in the interceptor list (it wraps the servicer itself).
+
+    The guarded handler of each method is built once and reused for every call (the server asks the
+    interceptors per call; building handlers per call cost every call its closures and checks)."""
 
     def __init__(self, tolerant_streams: Collection[str] = (), *, log_interval_s: float = 1.0) -> None:
         self._tolerant = frozenset(tolerant_streams)
         self._note = RateLimitedNote(log, log_interval_s)
+        #: method -> (the handler the servicer registered, its guarded form)
+        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
                                 handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
@@ -96,7 +105,23 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
         if handler is None or handler.request_deserializer is None:
             return handler
         method = str(handler_call_details.method)
-        wrap = self._streaming if handler.request_streaming else self._unary
+        cached = self._guarded.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        guarded = self._guard(method, handler)
+        self._guarded[method] = (handler, guarded)
+        return guarded
+
+    def _guard(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if handler.request_streaming and method in self._tolerant:
+            # The servicer sees the UndecodableRequest values itself: no wrapper around its request
+            # stream (a generator layer per message); each is noted as it is decoded.
+            def noted(request: UndecodableRequest) -> None:
+                self._note.note("answered an undecodable %s on %s with an error; the stream goes on",
+                                request.type_name, method)
+            return same_shape(handler, behavior_of(handler),
+                              request_deserializer=guard_deserializer(handler.request_deserializer, noted))
+        wrap = self._refusing_stream if handler.request_streaming else self._unary
         behavior = wrap(method, behavior_of(handler))
         if behavior is None:
             return handler
@@ -124,34 +149,22 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
             return unary
         return None
 
-    def _streaming(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any] | None:
-        """The handler of a request-streaming method: tolerant ones see UndecodableRequest values,
-        the others end the call at the first one."""
-        if method in self._tolerant:
-            note = self._note
-
-            async def passing(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                async for request in requests:
-                    if isinstance(request, UndecodableRequest):
-                        note.note("answered an undecodable %s on %s with an error; the stream goes on",
-                                  request.type_name, method)
-                    yield request
-            wrap = passing
-        else:
-            async def refusing(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                async for request in requests:
-                    if isinstance(request, UndecodableRequest):
-                        await self._refuse(method, request, context)
-                    yield request
-            wrap = refusing
+    def _refusing_stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., Any] | None:
+        """The handler of a request-streaming method that is not tolerant: the call ends at the first
+        UndecodableRequest (None: leave it alone, e.g. a synchronous handler)."""
+        async def refusing(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async for request in requests:
+                if isinstance(request, UndecodableRequest):
+                    await self._refuse(method, request, context)
+                yield request
         if inspect.isasyncgenfunction(inner):
             async def streaming(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                async for response in inner(wrap(requests, context), context):
+                async for response in inner(refusing(requests, context), context):
                     yield response
             return streaming
         if inspect.iscoroutinefunction(inner):
             async def unary(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-                return await inner(wrap(requests, context), context)
+                return await inner(refusing(requests, context), context)
             return unary
         return None
 

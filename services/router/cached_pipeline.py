@@ -21,13 +21,14 @@ map back exactly (it starts or ends on a character normalisation dropped) makes 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from services.common.text_match.normalize import NormalizedText, normalize
-from services.router.control.runtime import Selection
+from services.router.control.runtime import Selection, Snapshot
 from services.router.fusion import Evidence, TextSpanEvidence, Verdict
 from services.router.pipeline import Outcome, Pipeline
 from services.router.scheduler import Requester
@@ -87,6 +88,11 @@ class CachedPipeline:
         self._store(cache, tenant, key, outcome, models, texts)
         return outcome
 
+    def retain_tenants(self, tenants: Sequence[str]) -> None:
+        """Drop the cached verdicts of every tenant not in `tenants` (call on the event loop)."""
+        if self.cache is not None:
+            self.cache.retain(tenants)
+
     def _normalized(self, text: str) -> NormalizedText:
         if self.cache is not None and self.cache.config.text_key == "normalized":
             return normalize(text)
@@ -116,6 +122,26 @@ class CachedPipeline:
             return
         entry = CachedVerdict(stored, stored_shadow, tuple(outcome.models))
         cache.put(tenant, key, entry, _estimate(entry))
+
+
+def retain_on_tenant_change(pipeline: CachedPipeline, loop: asyncio.AbstractEventLoop) -> Callable[[Snapshot, Snapshot], None]:
+    """A `PolicyRuntime.on_swap` listener: when a swap changes the set of tenant ids (a tenants file or
+    version without some tenant), the cache drops the removed tenants' verdicts. The drop runs on
+    `loop`, the cache's thread: reloads swap from worker threads (the config watcher, the admin API).
+
+    Example::
+
+        runtime.on_swap(retain_on_tenant_change(servicer.verdicts, asyncio.get_running_loop()))
+    """
+    def listener(old: Snapshot, new: Snapshot) -> None:
+        kept = tuple(new.tenants.tenants)
+        if pipeline.cache is None or set(kept) == set(old.tenants.tenants):
+            return
+        try:
+            loop.call_soon_threadsafe(pipeline.retain_tenants, kept)
+        except RuntimeError:  # the loop is closed: the process is stopping, the cache goes with it
+            pass
+    return listener
 
 
 def _scope(selection: Selection, models: Sequence[tuple[str, str]]) -> list[str]:

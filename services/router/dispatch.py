@@ -167,8 +167,8 @@ class ModalityDispatcher:
                 raise LimitExceededError(f"an input of {len(job.data)} bytes is over what the {self.modality} service "
                                          f"takes ({min(self.budget_bytes - BYTES_PREFIX, self.limits.max_row_bytes)} bytes)")
         try:
-            rows = await asyncio.wait_for(self.scheduler.submit(requester, jobs, deadline), remaining)
-        except asyncio.TimeoutError:
+            rows = await self.scheduler.submit(requester, jobs, deadline, timeout_s=remaining)
+        except TimeoutError:
             raise DeadlineExceededError(f"deadline exceeded waiting for the {self.modality} stage") from None
         for row in rows:
             if isinstance(row, Exception):

@@ -144,7 +144,10 @@ class FairQueue:
         return lane.size if lane else 0
 
     def push(self, job: Job) -> None:
-        self._lanes.setdefault(job.priority, _Lane()).push(job)
+        lane = self._lanes.get(job.priority)
+        if lane is None:  # not setdefault: that would build a lane per push
+            lane = self._lanes[job.priority] = _Lane()
+        lane.push(job)
         job.queued = True
 
     def remove(self, job: Job) -> bool:

@@ -25,12 +25,14 @@ from services.common.config import ConfigError
 from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
+from services.common.gc_tuning import tune_for_serving
 from services.common.grpc_server import GrpcService
 from services.common.allocator import fix_mmap_threshold
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments, host_port
 from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
+from services.router.cached_pipeline import retain_on_tenant_change
 from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
                                     ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, Upstream,
                                     load_router_config)
@@ -102,6 +104,8 @@ class Router:
     def _register(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_ModerationServiceServicer_to_server(self.servicer, server)
         self.lifecycle.register(server)
+        # A tenant removed on reload takes its cached verdicts with it (not only at their TTL).
+        self.lifecycle.runtime.on_swap(retain_on_tenant_change(self.servicer.verdicts, asyncio.get_running_loop()))
         for dispatcher in self.dispatchers.values():
             dispatcher.start()
         self._describe_task = asyncio.get_running_loop().create_task(self._describe_upstreams())
@@ -189,6 +193,9 @@ def arguments_applied(config: RouterConfig, args: argparse.Namespace) -> RouterC
 async def _serve(config: RouterConfig, lifecycle: PolicyLifecycle, security: UpstreamSecurity) -> None:
     router = Router(config, lifecycle, security=security)
     await router.start()
+    # The process's own entry point only (not `Router` itself, which tests run inside pytest).
+    settings = tune_for_serving()
+    log.info("gc: %d start-up objects frozen, thresholds %s", settings.frozen_objects, settings.thresholds)
     await router.service.serve_until_signal()
 
 

@@ -13,11 +13,12 @@ Example::
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Callable, Generic, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -57,6 +58,25 @@ def shed_reason(error: BaseException) -> str | None:
     return None
 
 
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class _Children(Generic[M]):
+    """`metric.labels(*values)`, memoised: prometheus_client takes a lock and rebuilds and checks the
+    label tuple on every call, several times per answered item. The label values are bounded (see the
+    module docstring) and the router never removes a child, so the memo stays small and current."""
+
+    def __init__(self, metric: M) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
 class RouterMetrics:
     """Every metric the router exports (`auditmesh_router_*`)."""
 
@@ -83,6 +103,13 @@ class RouterMetrics:
                                           buckets=LATENCY_BUCKETS, registry=registry)
         self.upstream_model = Info("auditmesh_router_upstream_model", "A model behind an upstream and its version",
                                    ["upstream", "model"], registry=registry)
+        # The per-item paths' children (record_item, record_refused, in_flight_for).
+        self._requests, self._duration = _Children(self.requests), _Children(self.duration)
+        self._stage_duration, self._in_flight = _Children(self.stage_duration), _Children(self.in_flight)
+
+    def in_flight_for(self, qos_class: str) -> Gauge:
+        """The in-flight gauge of one class (`inc` when an item starts, `dec` when it ends)."""
+        return self._in_flight(qos_class)
 
     def record_batch(self, upstream: str, report: BatchReport) -> None:
         """One batch the router sent to an upstream (its size and how long its oldest item queued)."""
@@ -92,10 +119,11 @@ class RouterMetrics:
     def record_item(self, tenant: str, qos_class: str, code: str, decision: str, timings_ms: Mapping[str, float],
                     total_s: float) -> None:
         """One item answered (decision) or failed (code != OK, decision "none")."""
-        self.requests.labels(tenant, qos_class, decision, code).inc()
-        self.duration.labels(tenant, qos_class).observe(total_s)
+        self._requests(tenant, qos_class, decision, code).inc()
+        self._duration(tenant, qos_class).observe(total_s)
+        stage_duration = self._stage_duration
         for stage, ms in timings_ms.items():
-            self.stage_duration.labels(qos_class, stage).observe(ms / 1000.0)
+            stage_duration(qos_class, stage).observe(ms / 1000.0)
 
     def record_degradations(self, degradations: Sequence[Degradation]) -> None:
         """The failed (or skipped) stages of one answered item."""
@@ -106,9 +134,9 @@ class RouterMetrics:
                        total_s: float | None = None) -> None:
         """A call or item refused with `error`: counted in requests (and in shed when load or time was
         why); `total_s`, for an item that was admitted, goes to the end-to-end histogram."""
-        self.requests.labels(tenant, qos_class, NO_DECISION, code.name).inc()
+        self._requests(tenant, qos_class, NO_DECISION, code.name).inc()
         if total_s is not None:
-            self.duration.labels(tenant, qos_class).observe(total_s)
+            self._duration(tenant, qos_class).observe(total_s)
         reason = shed_reason(error)
         if reason is not None:
             self.shed.labels(qos_class, reason).inc()

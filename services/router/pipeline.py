@@ -111,12 +111,15 @@ class Pipeline:
                 stages.append(lambda: self._timed("vision", collected, self._vision(item.images, job)))
             if policy.document.ocr.enabled and not self._skip("ocr", self.ocr, requester, skippable, collected):
                 stages.append(lambda: self._ocr_then_text(item.images, job))
-        try:
-            async with asyncio.TaskGroup() as group:
-                for stage in stages:
-                    group.create_task(stage())
-        except BaseExceptionGroup as group_error:
-            raise group_error.exceptions[0] from None
+        if len(stages) == 1:  # a text-only item: no task group and no task of its own (per item)
+            await stages[0]()
+        elif stages:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for stage in stages:
+                        group.create_task(stage())
+            except BaseExceptionGroup as group_error:
+                raise group_error.exceptions[0] from None
         started = time.monotonic()
         signals = Signals(collected.texts, collected.images, collected.ocr_lines, collected.failures)
         verdict = evaluate(policy, signals, collected.matchable)

@@ -159,8 +159,10 @@ class FairScheduler(Generic[R]):
         limit = self.config.overload_wait_ms
         return limit > 0 and self.expected_wait_s(requester) * 1000.0 > limit
 
-    async def submit(self, requester: Requester, payloads: Sequence[Any], deadline: float) -> list[R]:
-        """Queue one job per payload and wait for their results (see module docstring for errors)."""
+    async def submit(self, requester: Requester, payloads: Sequence[Any], deadline: float,
+                     timeout_s: float | None = None) -> list[R]:
+        """Queue one job per payload and wait for their results (see module docstring for errors);
+        TimeoutError after `timeout_s` event-loop seconds (`BatchLoop.submit`), when given."""
         self._loop.check_intake(len(payloads))
         now = self._clock()
         if self.config.shed_early:
@@ -170,7 +172,7 @@ class FairScheduler(Generic[R]):
                 raise DeadlineExceededError(f"shed early: the expected wait of {expected * 1000:.0f} ms is longer than "
                                             f"the {max(deadline - now, 0) * 1000:.0f} ms left before the deadline")
         jobs = [Job(requester.tenant, requester.priority, requester.weight, deadline, now, payload) for payload in payloads]
-        return await self._loop.submit(jobs)
+        return await self._loop.submit(jobs, timeout_s)
 
     def _shed(self, job: Job) -> BaseException:
         self.shed_count += 1

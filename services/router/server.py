@@ -109,21 +109,30 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         tenant = caller.tenant
         qos = tenant.qos_class
         attributes = {"auditmesh.tenant": tenant.id, "auditmesh.qos_class": qos}
-        with item_span("auditmesh.moderate_item", attributes, new_trace=new_trace) as span, \
-                self.metrics.in_flight.labels(qos).track_inprogress():
-            try:
-                response, outcome = await self._run_item(caller, request_id, item, policy_name, deadline, where, admitted)
-            except BaseException as error:
-                self.metrics.record_refused(tenant.id, qos, code_for(error), error, time.monotonic() - started)
-                raise
-            verdict = outcome.verdict
-            self.metrics.record_item(tenant.id, qos, "OK", verdict.decision, outcome.timings_ms, time.monotonic() - started)
-            self.metrics.record_degradations(verdict.degradations)
-            if span is not None:
-                span.set_attributes({"auditmesh.decision": verdict.decision, "auditmesh.degraded": bool(verdict.degradations)})
-        log.debug("moderated", extra={"tenant": tenant.id, "qos_class": qos, "decision": verdict.decision,
-                                      "degraded": bool(verdict.degradations),
-                                      "total_ms": round((time.monotonic() - started) * 1000, 3)})
+        in_flight = self.metrics.in_flight_for(qos)
+        in_flight.inc()
+        try:
+            with item_span("auditmesh.moderate_item", attributes, new_trace=new_trace) as span:
+                try:
+                    response, outcome = await self._run_item(caller, request_id, item, policy_name, deadline, where,
+                                                             admitted)
+                except BaseException as error:
+                    self.metrics.record_refused(tenant.id, qos, code_for(error), error, time.monotonic() - started)
+                    raise
+                verdict = outcome.verdict
+                self.metrics.record_item(tenant.id, qos, "OK", verdict.decision, outcome.timings_ms,
+                                         time.monotonic() - started)
+                if verdict.degradations:
+                    self.metrics.record_degradations(verdict.degradations)
+                if span is not None:
+                    span.set_attributes({"auditmesh.decision": verdict.decision,
+                                         "auditmesh.degraded": bool(verdict.degradations)})
+        finally:
+            in_flight.dec()
+        if log.isEnabledFor(logging.DEBUG):  # the fields cost more than the check, per item
+            log.debug("moderated", extra={"tenant": tenant.id, "qos_class": qos, "decision": verdict.decision,
+                                          "degraded": bool(verdict.degradations),
+                                          "total_ms": round((time.monotonic() - started) * 1000, 3)})
         return response
 
     async def _run_item(self, caller: Caller, request_id: str, item: pb.Item, policy_name: str, deadline: float,
@@ -206,13 +215,19 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
                              context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ModerateResponse]:
         async with call_status(context, log):
             caller, _ = self._admit_call(context)
+        # Read once: the call's gRPC deadline is fixed, so each message's time left follows from it.
+        remaining = context.time_remaining()
+        call_deadline = None if remaining is None else time.monotonic() + remaining
+        tenant_deadlines, router_deadlines = caller.tenant.deadlines, self.config.deadlines
 
         async def answer(request: pb.ModerateRequest | UndecodableRequest) -> pb.ModerateResponse:
             if isinstance(request, UndecodableRequest):  # the proto: a bad message gets its error, the stream goes on
                 return error_response("", "", grpc.StatusCode.INVALID_ARGUMENT.value[0], request.message)
             with request_scope(request.request_id):  # each message: its own trace, linked to the stream's
+                now = time.monotonic()
                 try:
-                    deadline = self._deadline(caller, context, request.deadline_ms)
+                    deadline = now + budget_s(tenant_deadlines, router_deadlines, requested_ms=request.deadline_ms,
+                                              remaining_s=None if call_deadline is None else call_deadline - now)
                 except Exception as error:
                     code, message = describe(error, log)
                     return error_response(request.request_id, request.item.id, code.value[0], message)

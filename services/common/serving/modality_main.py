@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from tritonclient.grpc import service_pb2_grpc
 
 from services import __version__
+from services.common.gc_tuning import tune_for_serving
 from services.common.auth_guard import AuthGuard, AuthMetrics
 from services.common.auth_interceptor import InternalAuthInterceptor
 from services.common.auth_throttle import AuthThrottle
@@ -133,6 +134,8 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory, credentia
     for name, cost in warm.items():
         servicer.runners[name].warm_cost = cost
     await service.start()
+    gc_settings = tune_for_serving()  # the process's entry point only (services/common/gc_tuning.py)
+    log.info("gc: %d start-up objects frozen, thresholds %s", gc_settings.frozen_objects, gc_settings.thresholds)
     await service.serve_until_signal()
 
 

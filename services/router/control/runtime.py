@@ -127,10 +127,21 @@ class PolicyRuntime:
         self._clock = clock
         self._compiled: OrderedDict[tuple[str, str, str], CompiledPolicy] = OrderedDict()
         self._monitors: dict[tuple[str, str, str, float], CanaryMonitor] = {}
+        self._swap_listeners: list[Callable[[Snapshot, Snapshot], None]] = []
 
     def swap(self, snapshot: Snapshot) -> None:
-        """Make `snapshot` live. Requests already running keep the one they took."""
-        self.snapshot = snapshot
+        """Make `snapshot` live. Requests already running keep the one they took. Then each listener
+        (`on_swap`) gets (old, new), in the thread that swapped; one that raises is logged and skipped."""
+        old, self.snapshot = self.snapshot, snapshot
+        for listener in self._swap_listeners:
+            try:
+                listener(old, snapshot)
+            except Exception:
+                log.exception("snapshot swap listener failed")
+
+    def on_swap(self, listener: Callable[[Snapshot, Snapshot], None]) -> None:
+        """Call `listener(old, new)` after every swap (e.g. to drop what belonged to removed tenants)."""
+        self._swap_listeners.append(listener)
 
     def compile(self, version: StoredVersion) -> CompiledPolicy:
         """The compiled form of a stored policy version (compiled once, then cached)."""

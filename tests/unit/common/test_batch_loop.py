@@ -413,3 +413,33 @@ async def test_the_loop_drops_entries_whose_caller_is_gone_even_when_the_policy_
     assert await busy == [10] and await kept == [30]
     assert run.batches == [[1], [3]]
     await loop.close()
+
+
+async def test_a_submit_that_times_out_leaves_the_queue_and_never_runs(clock: FakeClock) -> None:
+    run: GatedBatchRun[int] = GatedBatchRun(clock, value_of=lambda entry: entry.value)
+    run.release.clear()
+    loop: BatchLoop[Any, int] = BatchLoop(run, _FifoQueue(), max_batch_size=2, max_concurrency=1, clock=clock)
+    loop.start()
+    running = asyncio.create_task(loop.submit([_Entry(1, clock())]))
+    await settle()  # batch [1] runs (gated)
+    with pytest.raises(TimeoutError):
+        await loop.submit([_Entry(2, clock()), _Entry(3, clock())], timeout_s=0.01)  # queued behind it
+    assert loop.queue_depth == 0  # both left the queue
+    with pytest.raises(TimeoutError):
+        await loop.submit([_Entry(4, clock())], timeout_s=0.01)  # one entry: the path without gather
+    run.release.set()
+    assert await running == [10]
+    assert await loop.submit([_Entry(5, clock())], timeout_s=5.0) == [50]  # in time: the timer is cancelled
+    assert run.batches == [[1], [5]]
+    await loop.close()
+
+
+
+class _FifoQueue(_NeverRemovingQueue):
+    """First in, first out; `remove` takes the entry out."""
+
+    def remove(self, entry: _Entry) -> bool:
+        if entry in self.entries:
+            self.entries.remove(entry)
+            return True
+        return False

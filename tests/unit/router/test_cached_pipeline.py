@@ -5,11 +5,13 @@ offsets mapped onto each spelling of one normalised text."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Sequence
 
 import pytest
 
-from services.router.cached_pipeline import CachedPipeline, CachedVerdict
+from services.router.cached_pipeline import CachedPipeline, CachedVerdict, retain_on_tenant_change
+from services.router.control.watch import ConfigWatcher
 from services.router.control.runtime import Selection
 from services.router.fusion import Degradation, Evidence, TextSpanEvidence, Verdict
 from services.router.pipeline import Outcome, Pipeline
@@ -18,6 +20,7 @@ from services.router.scheduler import Requester
 from services.router.tenants import Tenant
 from services.router.validation import TextPart, ValidItem
 from services.router.verdict_cache import VerdictCache, VerdictCacheConfig
+from tests.stubs import open_control, policy_yaml, settle, tenants_yaml
 
 MODELS = [("text_moderation", "1"), ("toxicity_en", "3")]
 REQUESTER = Requester("acme", 0)
@@ -147,3 +150,25 @@ def test_without_a_cache_every_item_runs() -> None:
     cached = CachedPipeline(fake, None)
     run(cached, selection(), "gg")
     assert not run(cached, selection(), "gg").cached and fake.calls == 2
+
+
+async def test_a_reload_that_removes_a_tenant_drops_its_cached_verdicts(tmp_path: Path) -> None:
+    control, files = open_control(tmp_path)  # tenants a and b
+    cached = CachedPipeline(FakePipeline(), VerdictCache(VerdictCacheConfig(), clock=lambda: 0.0))
+    assert cached.cache is not None
+    control.runtime.on_swap(retain_on_tenant_change(cached, asyncio.get_running_loop()))
+    for tenant in ("a", "b"):
+        cached.cache.put(tenant, cached.cache.key(tenant, ["default"], [("text", b"gg")]), "verdict", 100)  # type: ignore[arg-type]
+    watcher = ConfigWatcher(control, files.policies_dir, files.tenants_file)
+
+    files.write_policy("strict", policy_yaml("strict", "2", hate_block=0.5))  # same tenants: nothing dropped
+    await asyncio.to_thread(watcher.poll)  # reloads swap in a worker thread, as the watcher's do
+    await settle()
+    assert control.runtime.snapshot.policies["strict"].version == "2"
+    assert sorted(cached.cache.stats()) == ["a", "b"]
+
+    files.tenants_file.write_text(tenants_yaml([("a", "key-a", ["default", "strict"])]))  # b removed
+    await asyncio.to_thread(watcher.poll)
+    await settle()
+    assert set(control.runtime.snapshot.tenants.tenants) == {"a"}
+    assert sorted(cached.cache.stats()) == ["a"]

@@ -112,3 +112,18 @@ def test_scheduler_collector_reads_at_scrape_time() -> None:
     text.depth, text.shed_count = 0, 3
     assert registry.get_sample_value("auditmesh_router_queue_depth", {"upstream": "text"}) == 0
     assert registry.get_sample_value("auditmesh_router_scheduler_shed_total", {"upstream": "text"}) == 3
+
+
+def test_the_in_flight_gauge_of_a_class_is_one_child_reused() -> None:
+    registry = new_registry("router", "0.1.0")
+    metrics = RouterMetrics(registry)
+    gauge = metrics.in_flight_for("realtime")
+    assert metrics.in_flight_for("realtime") is gauge
+    gauge.inc()
+    gauge.inc()
+    gauge.dec()
+    assert registry.get_sample_value("auditmesh_router_in_flight_items", {"qos_class": "realtime"}) == 1
+    metrics.record_item("acme", "realtime", "OK", "allow", {"text": 1.0}, 0.001)
+    metrics.record_item("acme", "realtime", "OK", "allow", {"text": 3.0}, 0.001)
+    assert registry.get_sample_value("auditmesh_router_stage_duration_seconds_count",
+                                     {"qos_class": "realtime", "stage": "text"}) == 2

@@ -11,6 +11,7 @@ from services.common.config import ConfigError
 from services.common.errors import AlreadyExistsError, FailedPreconditionError, NotFoundError, PermissionDeniedError
 from services.router.control.canary import RollbackBounds
 from services.router.control.control import InvalidDocumentError, PolicyControl
+from services.router.control.runtime import Snapshot
 from services.router.control.store import SQLitePolicyStore
 from services.router.tenants import Tenant
 from tests.stubs import open_control, policy_yaml, tenants_yaml
@@ -168,3 +169,18 @@ def test_restart_keeps_api_activations_of_unchanged_files(tmp_path: Path) -> Non
     restarted = PolicyControl(SQLitePolicyStore(tmp_path / "store.sqlite"))
     snapshot = restarted.import_files(files.policies_dir, files.tenants_file)
     assert snapshot.policies["default"].version == "2"  # the files did not change: the store's pointer holds
+
+
+def test_swap_listeners_get_old_and_new_and_a_failing_one_does_not_stop_the_swap(tmp_path: Path) -> None:
+    control, _ = open_control(tmp_path)
+    seen: list[tuple[int, int]] = []
+
+    def broken(old: Snapshot, new: Snapshot) -> None:
+        raise RuntimeError("listener bug")
+
+    control.runtime.on_swap(broken)
+    control.runtime.on_swap(lambda old, new: seen.append((old.generation, new.generation)))
+    before = control.runtime.snapshot
+    after = control.reload(force=True)
+    assert control.runtime.snapshot is after
+    assert seen == [(before.generation, after.generation)]
