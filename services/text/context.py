@@ -108,6 +108,10 @@ class _View:
             return any(self._has("negators", word) for word in before) or "n't" in self.text.text[max(first, start - 12):end]
         if condition == "game":
             return self.game
+        if condition == "addressed":
+            # The hit's sentence speaks to someone (a second-person word or an @mention).
+            sentence = self.text.text[first:last]
+            return self._has("second_person", sentence) or "@" in sentence
         if condition == "self":
             sentence = self.text.text[first:last]
             return self._has("first_person", sentence) and not self._has("second_person", sentence)
@@ -154,6 +158,9 @@ class ContextEngine:
         for condition in self.rules.lexicon_unless:
             if view.holds(condition, start, end):
                 return condition
+        for condition in self.rules.category_unless.get(match.category, ()):
+            if view.holds(condition, start, end):
+                return f"{match.category}:{condition}"
         entry = self.rules.target_rule_for(match.term)
         if entry is not None:
             if entry.window and not view.person_after(end, entry.window):

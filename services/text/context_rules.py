@@ -14,7 +14,7 @@ Example::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,7 +26,7 @@ __all__ = ["CONDITIONS", "DEFAULT_RULES_PATH", "AllowContext", "ContextRules", "
 DEFAULT_RULES_PATH = Path(__file__).resolve().parent / "data" / "context_rules.yaml"
 FORMAT = "auditmesh-context-rules/1"
 #: The structural conditions a rule's `unless` may name (computed in services/text/context.py).
-CONDITIONS = ("quoted", "mention", "negated", "game", "self")
+CONDITIONS = ("quoted", "mention", "negated", "game", "self", "addressed")
 RULE_CATEGORIES = ("harassment", "hate", "violence", "self_harm", "sexual", "profanity", "spam")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
@@ -74,6 +74,8 @@ class ContextRules:
     tiers: Mapping[str, str]
     lexicon_unless: tuple[str, ...]
     rules: tuple[Rule, ...]
+    #: Per lexicon category, conditions under which its hits do not count (the heads still score it).
+    category_unless: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def tier_of(self, term: str) -> str | None:
         """The `max_action` for a lexicon term in an ambiguous tier, else None."""
@@ -111,8 +113,14 @@ def load_context_rules(path: Path = DEFAULT_RULES_PATH) -> ContextRules:
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"{where}: duplicate ids {duplicates}")
+    category_unless = {}
+    for category, conditions in _mapping(document.get("category_unless", {}), f"{where}: category_unless").items():
+        if category not in RULE_CATEGORIES:
+            raise ValueError(f"{where}: category_unless.{category}: not one of {RULE_CATEGORIES}")
+        category_unless[str(category)] = _conditions(conditions, f"{where}: category_unless.{category}")
     return ContextRules(Path(path), classes, class_patterns, allow, targets, tiers,
-                        _conditions(document.get("lexicon_unless", []), f"{where}: lexicon_unless"), rules)
+                        _conditions(document.get("lexicon_unless", []), f"{where}: lexicon_unless"), rules,
+                        category_unless)
 
 
 def _rule(entry: Mapping[str, Any], classes: Mapping[str, tuple[str, ...]], where: str) -> Rule:

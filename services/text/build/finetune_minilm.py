@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import tempfile
@@ -35,7 +36,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from services.common.serving.model_repository import RepositoryEntry, find_model, install_model, sha256_of
+from services.common.serving.model_repository import ModelNotFoundError, RepositoryEntry, find_model, install_model, \
+    sha256_of
 
 __all__ = ["TUNED_MODEL", "TuningConfig", "build_tuned_minilm"]
 
@@ -72,11 +74,16 @@ def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarra
         raise ValueError(f"tuned_layers: {config.tuned_layers} is outside 1..{LAYERS}")
     if len(texts) != len(labels) or len(texts) != len(weights):
         raise ValueError(f"texts, labels and weights differ in length: {len(texts)}, {len(labels)}, {len(weights)}")
+    base = find_model(BASE_MODEL, root=repository)
+    inputs_key = _inputs_key(base, texts, labels, weights, seed, config)
+    reused = _installed_with(repository, inputs_key)
+    if reused is not None:
+        print(f"{TUNED_MODEL}: inputs unchanged ({inputs_key[:12]}): keeping the installed model", file=sys.stderr)
+        return reused
     torch.manual_seed(seed)
     random.seed(seed)
     rng = np.random.default_rng(seed)
     torch.set_num_threads(config.threads)
-    base = find_model(BASE_MODEL, root=repository)
     graph = onnx.load(str(base.path))
     encoder = MiniLM.from_onnx(graph)
     tokenizer = _tokenizer(Path(base.path).parent / "tokenizer.json", config.max_tokens)
@@ -120,7 +127,7 @@ def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarra
         print(f"{TUNED_MODEL}: epoch {epoch + 1}/{config.epochs} loss {total / len(texts):.4f} "
               f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     encoder.eval()
-    return _install(repository, base, graph, encoder, seed, config, len(texts))
+    return _install(repository, base, graph, encoder, seed, config, len(texts), inputs_key)
 
 
 def _tokenizer(path: Path, max_tokens: int):  # type: ignore[no-untyped-def]
@@ -170,8 +177,42 @@ def _pool(states: Any, mask: Any) -> Any:
     return torch.nn.functional.normalize((states * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0), dim=-1)
 
 
+def _inputs_key(base: RepositoryEntry, texts: Sequence[str], labels: np.ndarray, weights: np.ndarray, seed: int,
+                config: TuningConfig) -> str:
+    """SHA-256 over everything the tuned weights depend on (base model, rows, seed, hyper-parameters, this code)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in (base.sha256, json.dumps(base.extra.get("file_sha256", {}), sort_keys=True), str(seed),
+                 json.dumps({k: getattr(config, k) for k in config.__dataclass_fields__}, sort_keys=True),
+                 Path(__file__).read_text(encoding="utf-8"),
+                 (Path(__file__).parent / "minilm_torch.py").read_text(encoding="utf-8")):
+        digest.update(part.encode("utf-8") + b"\0")
+    for text in texts:
+        digest.update(text.encode("utf-8") + b"\0")
+    digest.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
+    digest.update(np.ascontiguousarray(weights, dtype=np.float64).tobytes())
+    return digest.hexdigest()
+
+
+def _installed_with(repository: Path, inputs_key: str) -> RepositoryEntry | None:
+    """The installed tuned model if it was built from exactly these inputs and its files are intact (build
+    speed only: a rerun of `make models` after an unrelated change does not fine-tune again)."""
+    try:
+        entry = find_model(TUNED_MODEL, root=repository)
+    except ModelNotFoundError:
+        return None
+    files = entry.extra.get("file_sha256", {})
+    if entry.extra.get("inputs_sha256") != inputs_key or sha256_of(entry.path) != entry.sha256:
+        return None
+    folder = Path(entry.path).parent
+    if not files or any(not (folder / n).exists() or sha256_of(folder / n) != d for n, d in files.items()):
+        return None
+    return entry
+
+
 def _install(repository: Path, base: RepositoryEntry, graph, encoder, seed: int,  # type: ignore[no-untyped-def]
-             config: TuningConfig, rows: int) -> RepositoryEntry:
+             config: TuningConfig, rows: int, inputs_key: str) -> RepositoryEntry:
     from services.text.build.minilm_torch import write_onnx
 
     target = repository / TUNED_MODEL / "1"
@@ -190,4 +231,5 @@ def _install(repository: Path, base: RepositoryEntry, graph, encoder, seed: int,
                    "file_sha256": {n: sha256_of(target / n) for n in ("model.onnx_data", "tokenizer.json")},
                    "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "last_hidden_state",
                    "dimension": 384, "base_sha256": base.sha256, "seed": seed, "train_rows": rows,
+                   "inputs_sha256": inputs_key,
                    "tuning": {k: getattr(config, k) for k in config.__dataclass_fields__}})

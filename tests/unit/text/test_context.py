@@ -124,6 +124,29 @@ def test_quoted_and_mentioned_slurs_are_dropped_but_used_ones_count() -> None:
     assert [h for h in analyse("you retard").hits if h.term == "retard"]
 
 
+def test_profanity_aimed_at_someone_is_left_to_the_heads() -> None:
+    # Swearing at nobody stays a profanity hit; in a sentence that speaks to someone it is an insult,
+    # which the harassment head judges (the category_unless entry), so the profanity hit is dropped.
+    assert [h for h in analyse("this fucking printer again").hits if h.category == "profanity"]
+    assert [h for h in analyse("shit, I missed the bus. see you later").hits if h.category == "profanity"]
+    assert ("fucking", "profanity:addressed") in analyse("shut up, you fucking clown").dropped
+    assert not [h for h in analyse("@sam what the fuck is wrong with you").hits if h.category == "profanity"]
+    # Only the sentence of the hit counts, and only the profanity category.
+    assert [h for h in analyse("See you soon. This fucking train is late").hits if h.category == "profanity"]
+    assert [h for h in analyse("you retard").hits if h.category != "profanity"]
+
+
+def test_category_unless_is_validated(tmp_path: Path) -> None:
+    bad = tmp_path / "rules.yaml"
+    source = RULES.path.read_text(encoding="utf-8")
+    bad.write_text(source.replace("  profanity: [addressed]", "  rudeness: [addressed]", 1), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"rules\.yaml: category_unless\.rudeness"):
+        load_context_rules(bad)
+    bad.write_text(source.replace("  profanity: [addressed]", "  profanity: [whenever]", 1), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"category_unless\.profanity"):
+        load_context_rules(bad)
+
+
 def test_rule_hits_point_at_the_original_text() -> None:
     text = "ｙｏｕ are such an 1d10t"
     [hit] = [h for h in analyse(text).hits if h.source == "rule:insult_you"]

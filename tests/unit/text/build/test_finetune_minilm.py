@@ -73,6 +73,13 @@ def test_fine_tuning_is_seeded_moves_only_top_layers_and_serves(base: Repository
         assert entry.name == TUNED_MODEL
         digests.append(entry.extra["file_sha256"]["model.onnx_data"])
     assert digests[0] == digests[1], "same seed, same data: the tuned weights must be identical"
+    weights_file = find_model(TUNED_MODEL, root=tmp_path / "a").path.parent / "model.onnx_data"
+    before = weights_file.stat().st_mtime_ns
+    again = build_tuned_minilm(tmp_path / "a", TEXTS, labels, np.ones(len(TEXTS)), seed=3, config=config)
+    assert again.extra["file_sha256"]["model.onnx_data"] == digests[0]
+    assert weights_file.stat().st_mtime_ns == before, "unchanged inputs reuse the installed model"
+    other = build_tuned_minilm(tmp_path / "a", TEXTS, labels, np.ones(len(TEXTS)), seed=4, config=config)
+    assert other.extra["inputs_sha256"] != again.extra["inputs_sha256"]  # another seed tunes again
     tuned = MiniLM.from_onnx(onnx.load(str(find_model(TUNED_MODEL, root=tmp_path / "a").path))).initializers()
     original = MiniLM.from_onnx(onnx.load(str(base.path))).initializers()
     changed = {name for name in original if not np.array_equal(original[name], tuned[name])}
