@@ -28,19 +28,33 @@ from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.lexicon import Lexicon
+from services.common.text_match.scripts import is_cjk
 from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
 from services.text import model as fast_model
 from services.text.model import TextModerationModel, TextPipelineShape, _model_file, decode_texts, encode_outputs
 
-__all__ = ["EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel", "logits"]
+__all__ = ["EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel", "logits", "mostly_han"]
 
 EMBEDDING_MODEL = "minilm_l6_moderation"  # minilm_l6 fine-tuned by services/text/build/finetune_minilm.py
 SEMANTIC_HEADS = "text_heads_semantic"
 #: The model-repository entries `TextSemanticModel` opens (the fast model's plus MiniLM and its heads).
 REPOSITORY_MODELS: tuple[str, ...] = (*fast_model.REPOSITORY_MODELS, EMBEDDING_MODEL, SEMANTIC_HEADS)
 _CLIP = 1e-6
+
+
+def mostly_han(text: str) -> bool:
+    """True when at least half of the text's letters are CJK characters (MiniLM cannot read them).
+
+    Example::
+
+        >>> mostly_han("我知道你住哪"), mostly_han("gg 你好 everyone, see you"), mostly_han("")
+        (True, False, False)
+    """
+    letters = [c for c in text if c.isalpha()]
+    han = sum(1 for c in letters if is_cjk(c))
+    return han > 0 and 2 * han >= len(letters)
 
 
 def logits(scores: np.ndarray) -> np.ndarray:
@@ -71,21 +85,27 @@ class TextSemanticModel(TextPipelineShape):
         """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""
         texts = decode_texts(inputs, max_batch_size=self.max_batch_size)
         fast = self.fast.score(texts)
-        embeddings = self._embedder.embed([a.segmented.text for a in fast.analyses])
-        structured = (np.stack([a.features for a in fast.analyses]) if fast.analyses
-                      else np.zeros((0, len(self.fast.analyzer.names)), np.float32))
-        features = np.hstack([embeddings.vectors, logits(fast.scores), structured]).astype(np.float32)
-        scores = self._heads.predict(features)
+        scores = fast.scores.astype(np.float32).copy()
         fallbacks: list[dict[int, tuple[int, int, str]]] = [{} for _ in texts]
-        for column in range(scores.shape[1]):
-            flagged = np.flatnonzero(scores[:, column] >= EVIDENCE_MIN)
+        # MiniLM reads English: mostly-Han text becomes [UNK] tokens, so it keeps the fast path's scores.
+        rows = [i for i, a in enumerate(fast.analyses) if not mostly_han(a.segmented.text)]
+        if not rows:
+            return encode_outputs(fast.analyses, scores, fallbacks)
+        analyses = [fast.analyses[i] for i in rows]
+        embeddings = self._embedder.embed([a.segmented.text for a in analyses])
+        structured = np.stack([a.features for a in analyses])
+        features = np.hstack([embeddings.vectors, logits(fast.scores[rows]), structured]).astype(np.float32)
+        semantic = self._heads.predict(features)
+        scores[rows] = semantic
+        for column in range(semantic.shape[1]):
+            flagged = np.flatnonzero(semantic[:, column] >= EVIDENCE_MIN)
             if not flagged.size:
                 continue
             contributions = embeddings.token_contributions(self._heads.weights[:DIMENSION, column])
-            for index in flagged:
-                span = token_span(contributions[index], embeddings.offsets[index], fast.analyses[index].segmented)
+            for k in flagged:
+                span = token_span(contributions[k], embeddings.offsets[k], analyses[k].segmented)
                 if span is not None:
-                    fallbacks[index][column] = (span[0], span[1], "head:tokens")
+                    fallbacks[rows[k]][column] = (span[0], span[1], "head:tokens")
         return encode_outputs(fast.analyses, scores, fallbacks)
 
     def warmup(self) -> None:

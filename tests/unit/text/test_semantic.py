@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.common.contracts import text as contract
-from services.text.semantic import TextSemanticModel, logits
+from services.text.semantic import TextSemanticModel, logits, mostly_han
 
 TEXTS = ["I'll be outside your office at five, come alone", "see you at the station tomorrow",
          "youareanidiot", "Congratulations! You won an iPhone, claim at bit.ly/x", ""]
@@ -63,3 +63,15 @@ def test_flagged_categories_cite_spans_inside_the_text(semantic_model: TextSeman
 def test_logits_are_clipped() -> None:
     assert np.isfinite(logits(np.array([0.0, 0.5, 1.0], np.float32))).all()
     assert logits(np.array([0.5], np.float32))[0] == pytest.approx(0.0)
+
+
+def test_mostly_han_text_keeps_the_fast_scores(semantic_model: TextSemanticModel) -> None:
+    # MiniLM reads Chinese as [UNK]s: its heads would score noise, so such rows keep the fast path's scores;
+    # the English rows of the same batch still get the semantic heads' scores.
+    texts = ["明天降温，出门记得加衣服", "我知道你住哪，出门小心点", "I'll be outside your office at five, come alone"]
+    semantic = semantic_model.infer(batch(*texts))
+    fast = semantic_model.fast.infer(batch(*texts))
+    for name in contract.SCORE_OUTPUTS:
+        assert np.array_equal(semantic[name][:2], fast[name][:2]), name
+    assert not all(np.array_equal(semantic[name][2], fast[name][2]) for name in contract.SCORE_OUTPUTS)
+    assert mostly_han(texts[0]) and not mostly_han(texts[2]) and not mostly_han("") and not mostly_han("ok 好")
