@@ -22,6 +22,7 @@ from bench.triton_side import triton_server
 from services.launcher import MODALITIES, Mesh
 from tests.stubs import KEY_A, item
 
+POLICIES = ("default", "strict")
 EXTRA = ("sh1t, f.u.c.k this", "ＦＲＥＥ money!!! click http://bit.ly/x now", "傻＊逼", "have a nice day")
 
 
@@ -37,15 +38,19 @@ def triton_router(mesh: Mesh, tenants_file: Path, tmp_path_factory: pytest.TempP
 
 def wait_until_answered_without_degradation(address: str, timeout_s: float = 60.0) -> None:
     """Triton's first calls (cold sessions, the router's first connection to it) can miss an item's
-    deadline and come back degraded; the comparison starts once the path answers normally."""
+    deadline and come back degraded; the comparison starts once the path answers normally. The warm-up
+    sends the compared texts themselves, so every model they reach (text_semantic for the ones the
+    balanced profile escalates, not only text_moderation) is warm."""
     deadline = time.monotonic() + timeout_s
+    requests = [pb.ModerateBatchRequest(items=[item(text, item_id=f"w{i}") for i, text in enumerate(TEXTS + EXTRA)],
+                                        policy=policy) for policy in POLICIES]
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.ModerationServiceStub(channel)
         while time.monotonic() < deadline:
             try:
-                response = stub.Moderate(pb.ModerateRequest(request_id="warm", item=item("warming up")),
-                                         metadata=[("x-api-key", KEY_A)], timeout=30)
-                if not response.degraded:
+                results = [r for request in requests
+                           for r in stub.ModerateBatch(request, metadata=[("x-api-key", KEY_A)], timeout=60).results]
+                if not any(r.degraded or r.error.code for r in results):
                     return
             except grpc.RpcError:
                 pass
@@ -70,7 +75,7 @@ def judged(response: pb.ModerateResponse) -> tuple[object, ...]:
             [e.SerializeToString(deterministic=True) for e in response.evidence])
 
 
-@pytest.mark.parametrize("policy", ["default", "strict"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_triton_behind_the_router_decides_as_the_text_service(triton_router: str, mesh: Mesh, policy: str) -> None:
     through_triton = answers(triton_router, policy)
     through_ours = answers(mesh.address("router"), policy)
