@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from services.common.serving.model_repository import RepositoryEntry
 from services.common.serving.onnx_session import SessionOptions, create_session
 
-__all__ = ["DIMENSION", "Embeddings", "SentenceEmbedder"]
+__all__ = ["DIMENSION", "Embeddings", "SentenceEmbedder", "load_tokenizer"]
 
 DIMENSION = 384
 MAX_TOKENS = 128  # the model was trained on 128-token windows; longer input is truncated
@@ -60,17 +60,23 @@ class Embeddings:
         return np.asarray(per_token * self.mask / (counts * self.norms[:, None]), dtype=np.float32)
 
 
+def load_tokenizer(entry: RepositoryEntry, max_tokens: int = MAX_TOKENS) -> Any:
+    """The entry's `tokenizers.Tokenizer` (file named by `extra["tokenizer"]`), truncating at `max_tokens`
+    and padding to the batch's longest text: serving and fine-tuning tokenize through this one function."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(Path(entry.path).parent / str(entry.extra.get("tokenizer", "tokenizer.json"))))
+    tokenizer.enable_truncation(max_tokens)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tokenizer
+
+
 class SentenceEmbedder:
     """The MiniLM session and its tokenizer (the repository entry's `extra["tokenizer"]` names the file)."""
 
     def __init__(self, entry: RepositoryEntry, options: SessionOptions) -> None:
-        from tokenizers import Tokenizer
-
         self.entry = entry
-        self._tokenizer = Tokenizer.from_file(str(Path(entry.path).parent / str(entry.extra.get("tokenizer",
-                                                                                                 "tokenizer.json"))))
-        self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the batch's longest text
+        self._tokenizer = load_tokenizer(entry)
         self._session = create_session(str(entry.path), options)
         self._output = self._session.get_outputs()[0].name
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from services.common.serving.model_repository import ModelNotFoundError, RepositoryEntry, find_model, install_model, \
     sha256_of
+from services.text.embedding import load_tokenizer
 
 __all__ = ["TUNED_MODEL", "TuningConfig", "build_tuned_minilm"]
 
@@ -86,7 +87,7 @@ def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarra
     torch.set_num_threads(config.threads)
     graph = onnx.load(str(base.path))
     encoder = MiniLM.from_onnx(graph)
-    tokenizer = _tokenizer(Path(base.path).parent / "tokenizer.json", config.max_tokens)
+    tokenizer = load_tokenizer(base, config.max_tokens)
     first_tuned = LAYERS - config.tuned_layers
     for parameter in encoder.parameters():
         parameter.requires_grad_(False)
@@ -128,15 +129,6 @@ def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarra
               f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     encoder.eval()
     return _install(repository, base, graph, encoder, seed, config, len(texts), inputs_key)
-
-
-def _tokenizer(path: Path, max_tokens: int):  # type: ignore[no-untyped-def]
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.enable_truncation(max_tokens)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-    return tokenizer
 
 
 def _lower_states(encoder, tokenizer, texts: list[str], stop: int) -> list:  # type: ignore[no-untyped-def,type-arg]

@@ -136,17 +136,6 @@ def test_profanity_aimed_at_someone_is_left_to_the_heads() -> None:
     assert [h for h in analyse("you retard").hits if h.category != "profanity"]
 
 
-def test_category_unless_is_validated(tmp_path: Path) -> None:
-    bad = tmp_path / "rules.yaml"
-    source = RULES.path.read_text(encoding="utf-8")
-    bad.write_text(source.replace("  profanity: [addressed]", "  rudeness: [addressed]", 1), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"rules\.yaml: category_unless\.rudeness"):
-        load_context_rules(bad)
-    bad.write_text(source.replace("  profanity: [addressed]", "  profanity: [whenever]", 1), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"category_unless\.profanity"):
-        load_context_rules(bad)
-
-
 def test_rule_hits_point_at_the_original_text() -> None:
     text = "ｙｏｕ are such an 1d10t"
     [hit] = [h for h in analyse(text).hits if h.source == "rule:insult_you"]
@@ -164,15 +153,21 @@ def test_sentence_spans() -> None:
     assert sentence_spans("hi. you there") == [(0, 2), (4, 13)]
 
 
-def test_loader_names_the_file_and_key(tmp_path: Path) -> None:
-    bad = tmp_path / "rules.yaml"
+#: (text in the shipped rule file, what replaces it, the error the loader must give)
+BROKEN_FILES = [
+    ("unless: [negated, quoted, mention, game]", "unless: [sometimes]", r"rules\.yaml: rules\.threat_first_person\.unless"),
+    ("{first_person}", "{nobody_class}", "unknown class"),
+    ("format: auditmesh-context-rules/1", "format: other", "format"),
+    ("  profanity: [addressed]", "  rudeness: [addressed]", r"rules\.yaml: category_unless\.rudeness"),
+    ("  profanity: [addressed]", "  profanity: [whenever]", r"category_unless\.profanity"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "error"), BROKEN_FILES)
+def test_loader_names_the_file_and_key(tmp_path: Path, old: str, new: str, error: str) -> None:
     source = RULES.path.read_text(encoding="utf-8")
-    bad.write_text(source.replace("unless: [negated, quoted, mention, game]", "unless: [sometimes]", 1), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"rules\.yaml: rules\.threat_first_person\.unless"):
-        load_context_rules(bad)
-    bad.write_text(source.replace("{first_person}", "{nobody_class}", 1), encoding="utf-8")
-    with pytest.raises(ValueError, match="unknown class"):
-        load_context_rules(bad)
-    bad.write_text(source.replace("format: auditmesh-context-rules/1", "format: other"), encoding="utf-8")
-    with pytest.raises(ValueError, match="format"):
+    assert old in source
+    bad = tmp_path / "rules.yaml"
+    bad.write_text(source.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(ValueError, match=error):
         load_context_rules(bad)
