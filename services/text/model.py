@@ -121,10 +121,10 @@ class TextModerationModel(TextPipelineShape):
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""
         result = self.score(decode_texts(inputs, max_batch_size=self.max_batch_size))
-        fallbacks = self._sentence_fallbacks(result)
+        fallbacks = self.sentence_fallbacks(result)
         return encode_outputs(result.analyses, result.scores, fallbacks)
 
-    def _sentence_fallbacks(self, result: FastScores) -> list[dict[int, tuple[int, int, str]]]:
+    def sentence_fallbacks(self, result: FastScores) -> list[dict[int, tuple[int, int, str]]]:
         """Per text and category: the sentence with the highest head score, for flagged texts with no hit."""
         out: list[dict[int, tuple[int, int, str]]] = [{} for _ in result.analyses]
         jobs: list[tuple[int, tuple[int, int]]] = []

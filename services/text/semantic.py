@@ -35,7 +35,7 @@ from services.text.heads import Heads
 from services.text import model as fast_model
 from services.text.model import TextModerationModel, TextPipelineShape, _model_file, decode_texts, encode_outputs
 
-__all__ = ["EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel", "logits", "mostly_han"]
+__all__ = ["EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel", "blank_han", "logits", "reads_latin"]
 
 EMBEDDING_MODEL = "minilm_l6_moderation"  # minilm_l6 fine-tuned by services/text/build/finetune_minilm.py
 SEMANTIC_HEADS = "text_heads_semantic"
@@ -44,17 +44,26 @@ REPOSITORY_MODELS: tuple[str, ...] = (*fast_model.REPOSITORY_MODELS, EMBEDDING_M
 _CLIP = 1e-6
 
 
-def mostly_han(text: str) -> bool:
-    """True when at least half of the text's letters are CJK characters (MiniLM cannot read them).
+def reads_latin(text: str) -> bool:
+    """True when the text has a letter MiniLM can read (any letter outside the CJK blocks).
 
     Example::
 
-        >>> mostly_han("我知道你住哪"), mostly_han("gg 你好 everyone, see you"), mostly_han("")
-        (True, False, False)
+        >>> reads_latin("我知道你住哪"), reads_latin("gg 你好"), reads_latin("")
+        (False, True, False)
     """
-    letters = [c for c in text if c.isalpha()]
-    han = sum(1 for c in letters if is_cjk(c))
-    return han > 0 and 2 * han >= len(letters)
+    return any(c.isalpha() and not is_cjk(c) for c in text)
+
+
+def blank_han(text: str) -> str:
+    """`text` with every CJK character replaced by a space (same length, so token offsets still hold).
+
+    Example::
+
+        >>> blank_han("see 你 soon")
+        'see   soon'
+    """
+    return "".join(" " if is_cjk(c) else c for c in text)
 
 
 def logits(scores: np.ndarray) -> np.ndarray:
@@ -87,16 +96,26 @@ class TextSemanticModel(TextPipelineShape):
         fast = self.fast.score(texts)
         scores = fast.scores.astype(np.float32).copy()
         fallbacks: list[dict[int, tuple[int, int, str]]] = [{} for _ in texts]
-        # MiniLM reads English: mostly-Han text becomes [UNK] tokens, so it keeps the fast path's scores.
-        rows = [i for i, a in enumerate(fast.analyses) if not mostly_han(a.segmented.text)]
+        # MiniLM reads English; CJK characters become [UNK]s and its heads would score noise. So it reads
+        # only a text's non-CJK letters (CJK blanked), a CJK text without any keeps the fast scores, and for
+        # a text with CJK in it the semantic score can only add to the fast one (the lexicon and the zh rules
+        # judge the Chinese): padding English with Chinese does not hide it from the semantic model.
+        rows = [i for i, a in enumerate(fast.analyses)
+                if reads_latin(a.segmented.text) or blank_han(a.segmented.text) == a.segmented.text]
+        if len(rows) < len(texts):  # the rows that keep the fast scores keep the fast evidence too
+            fallbacks = self.fast.sentence_fallbacks(fast)
+            for i in rows:
+                fallbacks[i] = {}
         if not rows:
             return encode_outputs(fast.analyses, scores, fallbacks)
         analyses = [fast.analyses[i] for i in rows]
-        embeddings = self._embedder.embed([a.segmented.text for a in analyses])
+        seen = [blank_han(a.segmented.text) for a in analyses]
+        embeddings = self._embedder.embed(seen)
         structured = np.stack([a.features for a in analyses])
         features = np.hstack([embeddings.vectors, logits(fast.scores[rows]), structured]).astype(np.float32)
         semantic = self._heads.predict(features)
-        scores[rows] = semantic
+        has_han = np.array([text != a.segmented.text for text, a in zip(seen, analyses)])[:, None]
+        scores[rows] = np.where(has_han, np.maximum(fast.scores[rows], semantic), semantic)
         for column in range(semantic.shape[1]):
             flagged = np.flatnonzero(semantic[:, column] >= EVIDENCE_MIN)
             if not flagged.size:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.common.contracts import text as contract
-from services.text.semantic import TextSemanticModel, logits, mostly_han
+from services.text.semantic import TextSemanticModel, blank_han, logits, reads_latin
 
 TEXTS = ["I'll be outside your office at five, come alone", "see you at the station tomorrow",
          "youareanidiot", "Congratulations! You won an iPhone, claim at bit.ly/x", ""]
@@ -65,13 +65,19 @@ def test_logits_are_clipped() -> None:
     assert logits(np.array([0.5], np.float32))[0] == pytest.approx(0.0)
 
 
-def test_mostly_han_text_keeps_the_fast_scores(semantic_model: TextSemanticModel) -> None:
-    # MiniLM reads Chinese as [UNK]s: its heads would score noise, so such rows keep the fast path's scores;
-    # the English rows of the same batch still get the semantic heads' scores.
+def test_chinese_keeps_the_fast_scores_and_cannot_hide_english(semantic_model: TextSemanticModel) -> None:
+    # MiniLM reads Chinese as [UNK]s: rows without a letter it can read keep the fast path's scores; the
+    # English rows of the same batch still get the semantic heads' scores.
     texts = ["明天降温，出门记得加衣服", "我知道你住哪，出门小心点", "I'll be outside your office at five, come alone"]
     semantic = semantic_model.infer(batch(*texts))
     fast = semantic_model.fast.infer(batch(*texts))
     for name in contract.SCORE_OUTPUTS:
         assert np.array_equal(semantic[name][:2], fast[name][:2]), name
     assert not all(np.array_equal(semantic[name][2], fast[name][2]) for name in contract.SCORE_OUTPUTS)
-    assert mostly_han(texts[0]) and not mostly_han(texts[2]) and not mostly_han("") and not mostly_han("ok 好")
+    # Padding the English threat with Chinese does not take it away from the semantic model, and with
+    # Chinese in a text the semantic score never goes below the fast one.
+    padded = texts[2] + " " + "你好朋友" * 10
+    both, cheap = semantic_model.infer(batch(padded)), semantic_model.fast.infer(batch(padded))
+    assert both["VIOLENCE"][0, 0] >= 0.5
+    assert all(both[name][0, 0] >= cheap[name][0, 0] for name in contract.SCORE_OUTPUTS)
+    assert not reads_latin(texts[0]) and reads_latin(padded) and blank_han("ok 好 ok") == "ok   ok"
