@@ -22,10 +22,15 @@ from functools import lru_cache
 __all__ = ["contact_spans"]
 
 _CN_DIGITS = str.maketrans("零〇幺一二三四五六七八九", "001123456789")
-_APP = r"(?:微信|薇信|威信|徽信|围信|卫星|v信|v❤|wx|vx|weixin|扣扣|qq|企鹅|扣|q)"
-_SEP = r"[\s\-_./:：,，·|*]{0,3}"
+_APP = (r"(?:微信|薇信|威信|徽信|围信|卫星|v信|v❤|薇❤|微❤|威❤|wx|vx|weixin|扣扣|qq|企鹅|扣|q|tg|telegram|纸飞机|飞机号|电报"
+        # one letter or character of an app name alone, only right before a colon (薇：yy6666, V: hh8888)
+        r"|(?:微|薇|威|徽|v|企)(?=\s?[:：]))")
+_SEP = r"[\s\-_./:：,，·|*@]{0,3}"
 _ACCOUNT = rf"(?:号|同号)?{_SEP}(?:[a-z_\-\s]{{0,14}}\d(?:{_SEP}[a-z\d_]){{3,}}|同号)"
 _APP_CONTACT = re.compile(rf"{_APP}{_SEP}{_ACCOUNT}")
+#: Telegram-style handles: letters only are common there, so an @ or a colon after the app name is required
+_HANDLE_CONTACT = re.compile(r"(?:tg|telegram|纸飞机|飞机号?|电报)\s?[:：]?\s?@[a-z0-9_]{4,}"
+                             r"|(?:tg|telegram|纸飞机|电报)\s?[:：]\s?[a-z][a-z0-9_]{4,}")
 _SPELLED_NUMBER = re.compile(rf"(?<!\d)\d(?:{_SEP}\d){{7,11}}(?!{_SEP}\d)")  # QQ/phone length, not order numbers
 
 
@@ -48,6 +53,7 @@ def contact_spans(text: str) -> list[tuple[int, int]]:
     long digit run written with separators or non-ASCII numerals)."""
     folded = _fold(text)
     spans = [m.span() for m in _APP_CONTACT.finditer(folded)]
+    spans.extend(m.span() for m in _HANDLE_CONTACT.finditer(folded) if not any(s <= m.start() < e for s, e in spans))
     for match in _SPELLED_NUMBER.finditer(folded):
         surface = text[match.start():match.end()]
         obfuscated = not surface.isascii() or not surface.isdigit()
