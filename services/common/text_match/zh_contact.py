@@ -22,11 +22,12 @@ from functools import lru_cache
 __all__ = ["contact_spans"]
 
 _CN_DIGITS = str.maketrans("零〇幺一二三四五六七八九", "001123456789")
-_APP = (r"(?:微信|薇信|威信|徽信|围信|卫星|v信|v❤|薇❤|微❤|威❤|威x|薇x|微x|v芯|薇芯|威芯|微芯|wx|vx|weixin|扣扣|qq|企鹅|扣|q|tg|telegram|纸飞机|飞机号|电报"
+_APP = (r"(?:💚信|微信|薇信|威信|徽信|围信|卫星|v信|v❤|薇❤|微❤|威❤|威x|薇x|微x|v芯|薇芯|威芯|微芯|wx|vx|weixin|扣扣|qq|企鹅|扣|q|tg|telegram|纸飞机|飞机号|电报"
         # one letter or character of an app name alone, only right before a colon (薇：yy6666, V: hh8888)
         r"|(?:微|薇|威|徽|v|企)(?=\s?[:：]))")
 _SEP = r"[\s\-_./:：,，·|*@]{0,3}"
-_ACCOUNT = rf"(?:号|同号)?{_SEP}(?:[a-z_\-\s]{{0,14}}\d(?:{_SEP}[a-z\d_]){{3,}}|同号)"
+#: an account: letters then a digit and 3+ more, or 3+ letters then 3+ digits (haoyun888)
+_ACCOUNT = rf"(?:号|同号)?{_SEP}(?:[a-z_\-\s]{{0,14}}\d(?:{_SEP}[a-z\d_]){{3,}}|[a-z_\-]{{3,14}}\d{{3,}}|同号)"
 _APP_CONTACT = re.compile(rf"{_APP}{_SEP}{_ACCOUNT}")
 #: Telegram-style handles: letters only are common there, so an @ or a colon after the app name is required
 _HANDLE_CONTACT = re.compile(r"(?:tg|telegram|纸飞机|飞机号?|电报)\s?[:：]?\s?@[a-z0-9_]{4,}"
