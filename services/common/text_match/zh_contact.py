@@ -6,6 +6,12 @@ shapes are reported: an app name followed closely by an account (digits or lette
 phone-length run of digits written with numerals or separators. Runs on the ORIGINAL text with a
 per-character NFKC fold (so offsets stay exact and leet folding does not turn 520 into "s2o").
 
+Both shapes are Chinese spam's: a text without a Han character reports only a digit run written
+with non-ASCII numerals (①⑧⑧...). In English, "Q3 results", a booking code like XK7Q2P and a phone
+number written 800-555-0199 are ordinary text, not an evasion. An account is one token of letters,
+digits and _- that holds a digit, then digit-led groups behind separators (8866 1234), or single
+characters spaced out (l u c k y 6 6 8 8): the words after it never join it.
+
 Example::
 
     >>> text = "加薇信 ab8866123"
@@ -19,19 +25,27 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from services.common.text_match.scripts import is_cjk
+
 __all__ = ["contact_spans"]
 
 _CN_DIGITS = str.maketrans("零〇幺一二三四五六七八九", "001123456789")
-_APP = (r"(?:💚信|微信|薇信|威信|徽信|围信|卫星|v信|v❤|薇❤|微❤|威❤|威x|薇x|微x|v芯|薇芯|威芯|微芯|wx|vx|weixin|扣扣|qq|企鹅|扣|q|tg|telegram|纸飞机|飞机号|电报"
+_APP = (r"(?:💚信|微信|薇信|威信|徽信|围信|卫星|v信|v❤|薇❤|微❤|威❤|威x|薇x|微x|v芯|薇芯|威芯|微芯|wx|vx|weixin|扣扣|qq"
+        r"|企鹅|扣|q|tg|telegram|纸飞机|飞机号|电报"
         # one letter or character of an app name alone, only right before a colon (薇：yy6666, V: hh8888)
         r"|(?:微|薇|威|徽|v|企)(?=\s?[:：]))")
-_SEP = r"[\s\-_./:：,，·|*@]{0,3}"
-#: an account: letters then a digit and 3+ more, or 3+ letters then 3+ digits (haoyun888)
-_ACCOUNT = rf"(?:号|同号)?{_SEP}(?:[a-z_\-\s]{{0,14}}\d(?:{_SEP}[a-z\d_]){{3,}}|[a-z_\-]{{3,14}}\d{{3,}}|同号)"
-_APP_CONTACT = re.compile(rf"{_APP}{_SEP}{_ACCOUNT}")
+_SEP = r"[\s\-_./:：,，·|*]{0,3}"
+#: an account: one character at a time behind separators (l u c k y 6 6 8 8), or one token of letters,
+#: digits and _- holding a digit, then digit-led groups behind separators (8866 1234)
+_ACCOUNT = (rf"(?:号|同号)?{_SEP}(?:[a-z\d](?:[\s\-_./·|*]{{1,3}}[a-z\d]){{4,}}(?![a-z\d])"
+            rf"|[a-z_\-]{{0,14}}\d[a-z\d_\-]*(?:{_SEP}\d[a-z\d_\-]*)*|同号)")
+#: a Latin app name (q, wx, qq...) starts a word: the q of "faq" or of XK7Q2P names no app
+_APP_CONTACT = re.compile(rf"(?<![a-z\d]){_APP}{_SEP}{_ACCOUNT}")
+#: an account holds a digit and is at least this long (letters and digits), or is 同号: shorter ones are codes and counts
+_ACCOUNT_MIN = 5
 #: Telegram-style handles: letters only are common there, so an @ or a colon after the app name is required
-_HANDLE_CONTACT = re.compile(r"(?:tg|telegram|纸飞机|飞机号?|电报)\s?[:：]?\s?@[a-z0-9_]{4,}"
-                             r"|(?:tg|telegram|纸飞机|电报)\s?[:：]\s?[a-z][a-z0-9_]{4,}")
+_HANDLE_CONTACT = re.compile(r"(?<![a-z\d])(?:tg|telegram|纸飞机|飞机号?|电报)\s?[:：]?\s?@[a-z0-9_]{4,}"
+                             r"|(?<![a-z\d])(?:tg|telegram|纸飞机|电报)\s?[:：]\s?[a-z][a-z0-9_]{4,}")
 _SPELLED_NUMBER = re.compile(rf"(?<!\d)\d(?:{_SEP}\d){{7,11}}(?!{_SEP}\d)")  # QQ/phone length, not order numbers
 
 
@@ -53,11 +67,22 @@ def contact_spans(text: str) -> list[tuple[int, int]]:
     """Half-open spans of `text` that look like an obfuscated contact (app name + account, or a
     long digit run written with separators or non-ASCII numerals)."""
     folded = _fold(text)
-    spans = [m.span() for m in _APP_CONTACT.finditer(folded)]
-    spans.extend(m.span() for m in _HANDLE_CONTACT.finditer(folded) if not any(s <= m.start() < e for s, e in spans))
+    han = any(is_cjk(c) for c in text)
+    contacts = _APP_CONTACT.finditer(folded) if han else iter(())
+    spans = [m.span() for m in contacts if m.group().endswith("同号") or _is_account(m.group())]
+    if han:
+        spans.extend(m.span() for m in _HANDLE_CONTACT.finditer(folded) if not any(s <= m.start() < e for s, e in spans))
     for match in _SPELLED_NUMBER.finditer(folded):
         surface = text[match.start():match.end()]
-        obfuscated = not surface.isascii() or not surface.isdigit()
+        obfuscated = not surface.isascii() or (han and not surface.isdigit())
         if obfuscated and not any(s <= match.start() < e for s, e in spans):
             spans.append(match.span())
     return sorted(spans)
+
+
+def _is_account(contact: str) -> bool:
+    """Whether the part of a (folded) app-name contact after the app name holds a digit and at least
+    `_ACCOUNT_MIN` letters and digits."""
+    match = re.match(_APP, contact)
+    rest = contact[match.end():] if match else contact
+    return any(c.isdigit() for c in rest) and sum(c.isascii() and c.isalnum() for c in rest) >= _ACCOUNT_MIN

@@ -23,6 +23,8 @@ from functools import lru_cache
 
 from pypinyin import Style, lazy_pinyin, pinyin
 
+from services.common.text_match.english_words import is_common_english
+
 __all__ = ["StartIndex", "find_pinyin", "readings", "term_syllables"]
 
 
@@ -167,13 +169,14 @@ def _whole_tokens(syllables: tuple[str, ...], initials: bool, index: StartIndex)
     """`find_pinyin` for a text without Han characters and a term spelled in letters: a match is
     then a whole Latin token (it starts where a run of letters starts, cannot cross a non-letter and
     must not end inside the run) of at least 3 letters, so each DISTINCT token of a plausible length
-    is tried once instead of every occurrence."""
+    is tried once instead of every occurrence. A token that is a common English word ("made" spells
+    ma de) is English, not pinyin (`english_words`)."""
     spelled = sum(len(s) for s in syllables)
     shortest = max(3, len(syllables) if initials else spelled)
     found: list[tuple[int, int]] = []
     for length in range(shortest, spelled + 1):
         for token, positions in index.tokens(syllables[0][0], length).items():
-            if _match_from(token, 0, syllables, 0, initials) == length:
+            if _match_from(token, 0, syllables, 0, initials) == length and not is_common_english(token):
                 found.extend((p, p + length) for p in positions)
     return sorted(found)
 

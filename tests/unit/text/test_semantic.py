@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.common.contracts import text as contract
-from services.text.semantic import TextSemanticModel, blank_han, logits, reads_latin
+from services.text.semantic import TextSemanticModel, blank_han, corroborated, logits, reads_latin
 
 TEXTS = ["I'll be outside your office at five, come alone", "see you at the station tomorrow",
          "youareanidiot", "Congratulations! You won an iPhone, claim at bit.ly/x", ""]
@@ -81,3 +81,30 @@ def test_chinese_keeps_the_fast_scores_and_cannot_hide_english(semantic_model: T
     assert both["VIOLENCE"][0, 0] >= 0.5
     assert all(both[name][0, 0] >= cheap[name][0, 0] for name in contract.SCORE_OUTPUTS)
     assert not reads_latin(texts[0]) and reads_latin(padded) and blank_han("ok 好 ok") == "ok   ok"
+
+
+def test_hits_count_only_when_the_semantic_score_corroborates_them(semantic_model: TextSemanticModel) -> None:
+    # A lexicon hit in English the heads do not corroborate (a bird's name, a quoted slur condemned)
+    # is held back; the fast model reports it; a Chinese text keeps every hit.
+    texts = ["the coal tit and long-tailed tit are regulars at our feeder", "you stupid slut, nobody wants you here",
+             "你这个傻逼"]
+    semantic, fast = semantic_model.infer(batch(*texts)), semantic_model.fast.infer(batch(*texts))
+    floor = semantic_model.corroboration_floor
+    assert floor > 0
+    for index in range(len(texts)):
+        kept = json.loads(semantic["MATCHES"][index, 0])
+        everything = json.loads(fast["MATCHES"][index, 0])
+        assert kept == [h for h in everything if h in kept]  # a subset, in order
+        for hit in everything:
+            score = float(semantic[next(n for n, c in contract.SCORE_OUTPUTS.items() if c == hit["category"])][index, 0])
+            assert (hit in kept) == (score >= floor or index == 2), (texts[index], hit, score)
+    assert json.loads(fast["MATCHES"][0, 0]) and not json.loads(semantic["MATCHES"][0, 0])
+    assert json.loads(semantic["MATCHES"][1, 0]) and json.loads(semantic["MATCHES"][2, 0]) == json.loads(fast["MATCHES"][2, 0])
+
+
+def test_corroborated_keeps_hits_at_or_above_the_floor() -> None:
+    hits = [contract.LexiconHit("sexual", "tit", 1, 0, 3, "tit"), contract.LexiconHit("hate", "x", 3, 4, 5, "x")]
+    scores = np.zeros(len(contract.CATEGORIES), dtype=np.float32)
+    scores[contract.CATEGORIES.index("hate")] = 0.25
+    assert corroborated(hits, scores, 0.25) == (hits[1],)
+    assert corroborated(hits, scores, 0.0) == tuple(hits)

@@ -77,9 +77,24 @@ def test_contact_rule_positive(text: str) -> None:
 
 
 @pytest.mark.parametrize("text", ["您的验证码是482913，五分钟内有效", "订单号２０２４０６１１０００１２３已发货",
-                                  "我在微信上跟妈妈聊天"])
+                                  "我在微信上跟妈妈聊天", "Q3 results are in", "Q4 2025 earnings call at 5",
+                                  "your booking reference is XK7Q2P. Check-in opens 24h before departure.",
+                                  "Call us at 800-555-0199", "see the faq 2 items down", "加q 12 个人"])
 def test_contact_rule_benign(text: str) -> None:
     assert contact_spans(text) == []
+
+
+@pytest.mark.parametrize("text, contact", [("加q 8866 1234", "q 8866 1234"), ("加vx abc12345", "vx abc12345"),
+                                           ("call ①③⑨⑧⑧⑥⑥⑤②①", "①③⑨⑧⑧⑥⑥⑤②①")])
+def test_contact_rule_stops_at_the_account(text: str, contact: str) -> None:
+    assert [text[s:e] for s, e in contact_spans(text)] == [contact]
+
+
+def test_common_english_words_are_not_pinyin() -> None:
+    lexicon = Lexicon.build([LexiconEntry("妈的", "profanity", 2, "t", spaces=("chars", "pinyin")),
+                             LexiconEntry("他妈的", "profanity", 2, "t", spaces=("chars", "pinyin"))])
+    assert _hits(lexicon, "I made a cake for mum") == []
+    assert _hits(lexicon, "tamade traffic again") == [("profanity", "tamade")]
 
 
 def test_contact_rule_only_when_enabled() -> None:
@@ -130,7 +145,7 @@ def test_particles_are_read_only_as_particles() -> None:
     assert _hits(lexicon, "来落聊吗") == [("sexual", "落聊")]
 
 
-@pytest.mark.parametrize("text", ["薇：yy6666", "➕V：hh8888", "tg：@abc888", "详情QQ：haoyun888", "💚信 haoyun668"])
+@pytest.mark.parametrize("text", ["薇：yy6666", "加V：hh8888", "加tg：@abc888", "详情QQ：haoyun888", "💚信 haoyun668"])
 def test_contact_rule_app_letter_before_colon_and_handles(text: str) -> None:
     assert contact_spans(text)
 
