@@ -31,7 +31,7 @@ __all__ = ["contact_spans"]
 
 _CN_DIGITS = str.maketrans("零〇幺一二三四五六七八九", "001123456789")
 _APP = (r"(?:💚信|微信|薇信|威信|徽信|围信|卫星|v信|v❤|薇❤|微❤|威❤|威x|薇x|微x|v芯|薇芯|威芯|微芯|wx|vx|weixin|扣扣|qq"
-        r"|企鹅|扣|q|tg|telegram|纸飞机|飞机号|电报"
+        r"|企鹅|扣|q|wei\s?xin|tg|telegram|纸飞机|飞机号|电报"
         # one letter or character of an app name alone, only right before a colon (薇：yy6666, V: hh8888)
         r"|(?:微|薇|威|徽|v|企)(?=\s?[:：]))")
 _SEP = r"[\s\-_./:：,，·|*]{0,3}"
