@@ -46,6 +46,8 @@ _ACCOUNT_MIN = 5
 #: Telegram-style handles: letters only are common there, so an @ or a colon after the app name is required
 _HANDLE_CONTACT = re.compile(r"(?<![a-z\d])(?:tg|telegram|纸飞机|飞机号?|电报)\s?[:：]?\s?@[a-z0-9_]{4,}"
                              r"|(?<![a-z\d])(?:tg|telegram|纸飞机|电报)\s?[:：]\s?[a-z][a-z0-9_]{4,}")
+#: a service hotline or landline in its usual written form (400-161-9995, 010-6512 3456): no evasion
+_SERVICE_NUMBER = re.compile(r"(?:400|800|0\d{2,3})[-\s]\d{3,4}[-\s]?\d{3,4}")
 _SPELLED_NUMBER = re.compile(rf"(?<!\d)\d(?:{_SEP}\d){{7,11}}(?!{_SEP}\d)")  # QQ/phone length, not order numbers
 
 
@@ -75,6 +77,7 @@ def contact_spans(text: str) -> list[tuple[int, int]]:
     for match in _SPELLED_NUMBER.finditer(folded):
         surface = text[match.start():match.end()]
         obfuscated = not surface.isascii() or (han and not surface.isdigit())
+        obfuscated = obfuscated and _SERVICE_NUMBER.fullmatch(surface) is None
         if obfuscated and not any(s <= match.start() < e for s, e in spans):
             spans.append(match.span())
     return sorted(spans)

@@ -150,6 +150,7 @@ def test_contact_rule_app_letter_before_colon_and_handles(text: str) -> None:
     assert contact_spans(text)
 
 
-@pytest.mark.parametrize("text", ["版本v: 1.2.3", "坐飞机@上海", "我在tg上", "比分v：3:1"])
+@pytest.mark.parametrize("text", ["版本v: 1.2.3", "坐飞机@上海", "我在tg上", "比分v：3:1", "全国心理援助热线：400-161-9995",
+                                  "办公室电话 010-6512 3456"])
 def test_contact_rule_app_letter_benign(text: str) -> None:
     assert contact_spans(text) == []
