@@ -5,8 +5,10 @@ use these functions, so the benchmark measures exactly the routing the router do
 * `accurate`: every text through `text_semantic` (the same plus MiniLM-L6 embedding heads, ~4-8 ms).
 * `balanced`: every text through `text_moderation` first; a text then also goes through
   `text_semantic` (whose answer replaces the first) when `needs_second_opinion` says the first answer
-  is not enough: a score in a category the policy acts on inside the uncertainty band, or (when the
-  policy escalates targeted texts) a text that addresses a person or names a protected group.
+  is not enough: a score in a category the policy acts on inside the uncertainty band, a lexicon or
+  rule hit in such a category whose score is below the band's top (the hit alone would decide, and
+  `text_semantic` reports a hit only when its own score corroborates it), or (when the policy
+  escalates targeted texts) a text that addresses a person or names a protected group.
 
 Example::
 
@@ -46,6 +48,9 @@ def needs_second_opinion(row: TextRow, routing: BalancedRouting, acting: Abstrac
     scores = [score for category, score in row.scores.items() if category in acting]
     if routing.escalate_targeted and row.target and max(scores, default=0.0) >= routing.target_floor:
         return True
+    if routing.low < routing.high and any(hit.category in acting and row.scores.get(hit.category, 0.0) < routing.high
+                                          for hit in row.matches):
+        return True  # an empty band (low == high) escalates nothing by score or hit
     return any(routing.low <= score < routing.high for score in scores)
 
 

@@ -61,6 +61,8 @@ class TuningConfig:
     #: Cosine similarities live in [-1, 1]: the temporary head reads the unit embedding times this.
     logit_scale: float = 20.0
     threads: int = 2
+    #: Batches are cut from pools of this many batches sorted by length (less padding), then shuffled.
+    bucket_batches: int = 50
 
 
 def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarray, weights: np.ndarray, *,
@@ -99,6 +101,7 @@ def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarra
     cached = _lower_states(encoder, tokenizer, list(texts), first_tuned)
     print(f"{TUNED_MODEL}: lower {first_tuned} layers over {len(texts)} texts in {time.monotonic() - started:.0f} s",
           file=sys.stderr)
+    lengths = np.array([len(states) for states in cached])
     head = torch.nn.Linear(encoder.norm.normalized_shape[0], labels.shape[1])
     optimiser = torch.optim.AdamW([{"params": tuned, "lr": config.learning_rate},
                                    {"params": list(head.parameters()), "lr": config.head_learning_rate}],
@@ -112,9 +115,7 @@ def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarra
     encoder.train()
     for epoch in range(config.epochs):
         started, total = time.monotonic(), 0.0
-        order = rng.permutation(len(texts))
-        for start in range(0, len(order), config.batch_size):
-            rows = order[start:start + config.batch_size]
+        for rows in _batches(lengths, config.batch_size, config.bucket_batches, rng):
             states, mask = _pad([cached[i] for i in rows])
             pooled = _pool(encoder.run_layers(states, mask, first_tuned, LAYERS), mask)
             losses = torch.nn.functional.binary_cross_entropy_with_logits(
@@ -129,6 +130,26 @@ def build_tuned_minilm(repository: Path, texts: Sequence[str], labels: np.ndarra
               f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     encoder.eval()
     return _install(repository, base, graph, encoder, seed, config, len(texts), inputs_key)
+
+
+def _batches(lengths: np.ndarray, batch_size: int, pool_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One epoch's batches of row indices: a random order cut into pools of `pool_batches` batches, each
+    pool sorted by token length (a batch pads to similar lengths), then the batches in random order.
+
+    Example::
+
+        >>> batches = _batches(np.array([5, 1, 9, 2]), 2, 2, np.random.default_rng(0))
+        >>> sorted(len(b) for b in batches), sorted(int(i) for b in batches for i in b)
+        ([2, 2], [0, 1, 2, 3])
+    """
+    order = rng.permutation(len(lengths))
+    pool = batch_size * max(1, pool_batches)
+    batches: list[np.ndarray] = []
+    for start in range(0, len(order), pool):
+        chunk = order[start:start + pool]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def _lower_states(encoder, tokenizer, texts: list[str], stop: int) -> list:  # type: ignore[no-untyped-def,type-arg]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.contracts.text import TextRow
+from services.common.contracts.text import LexiconHit, TextRow
 from services.router.policy import BalancedRouting
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL, escalated, first_model, needs_second_opinion
 
@@ -46,6 +46,15 @@ def test_only_balanced_escalates() -> None:
     rows = [row(), row(harassment=0.5), row(target=True), row(hate=0.99)]
     assert escalated("balanced", rows, BAND, ACTING) == [1, 2]
     assert escalated("fast", rows, BAND, ACTING) == [] == escalated("accurate", rows, BAND, ACTING)
+
+
+def test_a_hit_below_the_band_top_is_escalated() -> None:
+    # the hit alone would decide; text_semantic reports it only when its own score corroborates it
+    hit = LexiconHit("hate", "swastika", 2, 4, 12, "swastika")
+    assert needs_second_opinion(TextRow({"hate": 0.05}, (hit,), (), False), BAND, ACTING)
+    assert not needs_second_opinion(TextRow({"hate": 0.9}, (hit,), (), False), BAND, ACTING)  # confident: the hit stands
+    assert not needs_second_opinion(TextRow({"hate": 0.05}, (hit,), (), False), BAND, frozenset({"spam"}))
+    assert not needs_second_opinion(TextRow({"hate": 0.05}, (hit,), (), False), BalancedRouting(low=0.5, high=0.5), ACTING)
 
 
 def test_an_empty_band_escalates_targets_only() -> None:

@@ -93,3 +93,18 @@ def test_bad_configuration_is_refused(base: RepositoryEntry, tmp_path: Path) -> 
         build_tuned_minilm(tmp_path, TEXTS, np.zeros((8, 1)), np.ones(8), config=TuningConfig(tuned_layers=7))
     with pytest.raises(ValueError, match="differ in length"):
         build_tuned_minilm(tmp_path, TEXTS, np.zeros((3, 1)), np.ones(8))
+
+
+def test_batches_cover_every_row_once_and_group_similar_lengths() -> None:
+    from services.text.build.finetune_minilm import _batches
+
+    lengths = np.random.default_rng(1).integers(3, 48, size=1000)
+    batches = _batches(lengths, 32, 10, np.random.default_rng(0))
+    assert sorted(int(i) for b in batches for i in b) == list(range(1000))
+    assert sorted(len(b) for b in batches) == [8] + [32] * 31  # pools of 320 rows: 3 full ones, then 40 rows
+    padding = sum(int(lengths[b].max() - lengths[b].min()) for b in batches)
+    shuffled = np.random.default_rng(0).permutation(1000)
+    unsorted = sum(int(lengths[shuffled[i:i + 32]].max() - lengths[shuffled[i:i + 32]].min()) for i in range(0, 1000, 32))
+    assert padding < unsorted / 3
+    again = _batches(lengths, 32, 10, np.random.default_rng(0))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
