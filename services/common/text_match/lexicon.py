@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import re
@@ -283,7 +284,9 @@ class Lexicon:
                     best[key] = Match(category, term, severity, first, last, text.original[first:last], source,
                                       max_action)
 
-        def keep_entry(entry: LexiconEntry, term: str, start: int, end: int) -> None:
+        def keep_entry(entry: LexiconEntry, term: str, start: int, end: int, *, phonetic: bool = False) -> None:
+            if phonetic and context.other_word(term, start, end):
+                return  # 柜子 sounds like 鬼子 but is a word of its own: a homophone, not an evasion
             if not context.rejects(entry, start, end):
                 keep(entry.category, term, entry.severity, entry.source, entry.max_action, start, end)
 
@@ -302,7 +305,7 @@ class Lexicon:
             if keys is not None and keys.isdisjoint(present):
                 continue  # no Han reading or Latin token in the text can begin this term: find_pinyin finds nothing
             for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
-                keep_entry(entry, term, start, end)
+                keep_entry(entry, term, start, end, phonetic=True)
         for hit in find_rules(haystack, self._rules) if rules else ():
             if hit.rule.needs_target and not context.is_addressed():
                 continue
@@ -357,6 +360,19 @@ class _Context:
         if self._spans is None:
             self._spans = word_spans(self._haystack)
         return cuts_word(self._spans, start, end)
+
+    def other_word(self, term: str, start: int, end: int) -> bool:
+        """True when [start, end) is all Han, differs from `term` and is exactly one segmented
+        dictionary word: an ordinary word that merely sounds like a listed term (柜子 / 鬼子, 事实 /
+        逝世). Evaders write non-words (沙币, 费物); a homophone word that IS an evasion (紫砂 for
+        自杀) is listed in the variant words (zh_variants.json) and matched in the variant view."""
+        span = self._haystack[start:end]
+        if span == term or end - start < 2 or not all(_is_cjk(c) for c in span):
+            return False
+        if self._spans is None:
+            self._spans = word_spans(self._haystack)
+        index = bisect.bisect_left(self._spans, (start, end))
+        return index < len(self._spans) and self._spans[index] == (start, end)
 
     def rejects(self, entry: LexiconEntry, start: int, end: int) -> bool:
         """True when a hit of `entry` on [start, end) is a straddle or lacks a needed target."""

@@ -30,7 +30,10 @@ from services.common.text_match.scripts import is_cjk
 __all__ = ["contact_spans"]
 
 _CN_DIGITS = str.maketrans("零〇幺一二三四五六七八九", "001123456789")
-_APP = r"(?:微信|薇信|威信|徽信|围信|卫星|v信|v❤|wx|vx|weixin|扣扣|qq|企鹅|扣|q)"
+_APP = (r"(?:💚信|微信|薇信|威信|徽信|围信|卫星|v信|v❤|薇❤|微❤|威❤|威x|薇x|微x|v芯|薇芯|威芯|微芯|wx|vx|weixin|扣扣|qq"
+        r"|企鹅|扣|q|wei\s?xin|tg|telegram|纸飞机|飞机号|电报"
+        # one letter or character of an app name alone, only right before a colon (薇：yy6666, V: hh8888)
+        r"|(?:微|薇|威|徽|v|企)(?=\s?[:：]))")
 _SEP = r"[\s\-_./:：,，·|*]{0,3}"
 #: an account: one character at a time behind separators (l u c k y 6 6 8 8), or one token of letters,
 #: digits and _- holding a digit, then digit-led groups behind separators (8866 1234)
@@ -40,6 +43,11 @@ _ACCOUNT = (rf"(?:号|同号)?{_SEP}(?:[a-z\d](?:[\s\-_./·|*]{{1,3}}[a-z\d]){{4
 _APP_CONTACT = re.compile(rf"(?<![a-z\d]){_APP}{_SEP}{_ACCOUNT}")
 #: an account holds a digit and is at least this long (letters and digits), or is 同号: shorter ones are codes and counts
 _ACCOUNT_MIN = 5
+#: Telegram-style handles: letters only are common there, so an @ or a colon after the app name is required
+_HANDLE_CONTACT = re.compile(r"(?<![a-z\d])(?:tg|telegram|纸飞机|飞机号?|电报)\s?[:：]?\s?@[a-z0-9_]{4,}"
+                             r"|(?<![a-z\d])(?:tg|telegram|纸飞机|电报)\s?[:：]\s?[a-z][a-z0-9_]{4,}")
+#: a service hotline or landline in its usual written form (400-161-9995, 010-6512 3456): no evasion
+_SERVICE_NUMBER = re.compile(r"(?:400|800|0\d{2,3})[-\s]\d{3,4}[-\s]?\d{3,4}")
 _SPELLED_NUMBER = re.compile(rf"(?<!\d)\d(?:{_SEP}\d){{7,11}}(?!{_SEP}\d)")  # QQ/phone length, not order numbers
 
 
@@ -64,9 +72,12 @@ def contact_spans(text: str) -> list[tuple[int, int]]:
     han = any(is_cjk(c) for c in text)
     contacts = _APP_CONTACT.finditer(folded) if han else iter(())
     spans = [m.span() for m in contacts if m.group().endswith("同号") or _is_account(m.group())]
+    if han:
+        spans.extend(m.span() for m in _HANDLE_CONTACT.finditer(folded) if not any(s <= m.start() < e for s, e in spans))
     for match in _SPELLED_NUMBER.finditer(folded):
         surface = text[match.start():match.end()]
         obfuscated = not surface.isascii() or (han and not surface.isdigit())
+        obfuscated = obfuscated and _SERVICE_NUMBER.fullmatch(surface) is None
         if obfuscated and not any(s <= match.start() < e for s, e in spans):
             spans.append(match.span())
     return sorted(spans)

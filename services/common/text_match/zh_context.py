@@ -92,7 +92,8 @@ class ContextRule:
 
 
 _KINDS = ("affection", "comparison", "medical", "legal_report", "quotation", "education", "counter_speech",
-          "exaggeration", "negation", "anti_fraud", "support", "gaming", "family", "cooking", "news", "literature")
+          "exaggeration", "negation", "anti_fraud", "support", "gaming", "family", "cooking", "news", "literature",
+          "commerce")
 
 
 def _compile(raw: Any, where: str) -> re.Pattern[str] | None:

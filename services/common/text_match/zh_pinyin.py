@@ -33,11 +33,19 @@ def term_syllables(term: str) -> tuple[str, ...]:
     return tuple(s.lower() for s in lazy_pinyin(term, style=Style.NORMAL, errors="default"))
 
 
+#: grammatical particles read only as particles: their rare readings (了 liǎo, 着 zháo, 的 dì) made
+#: ordinary phrases sound like listed terms (落了 "luo liao" = 裸聊), and no evader writes them for those
+_PARTICLE_READINGS = {"了": "le", "着": "zhe", "的": "de", "得": "de", "么": "me", "呢": "ne", "吧": "ba", "啊": "a"}
+
+
 @lru_cache(maxsize=65536)
 def readings(char: str) -> frozenset[str]:
-    """Every toneless reading of one Han character; empty for anything else."""
+    """Every toneless reading of one Han character (a particle: only its particle reading); empty
+    for anything else."""
     if not ("\u3400" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff"):
         return frozenset()
+    if char in _PARTICLE_READINGS:
+        return frozenset((_PARTICLE_READINGS[char],))
     result = pinyin(char, style=Style.NORMAL, heteronym=True, errors="ignore")
     return frozenset(r.lower() for group in result for r in group if r.isascii() and r.isalpha())
 

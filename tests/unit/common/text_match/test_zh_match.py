@@ -127,3 +127,30 @@ def test_a_term_that_addresses_someone_needs_no_other_target() -> None:
     lexicon = Lexicon.load()
     assert "harassment" in {m.category for m in lexicon.find(normalize("NMSL"))}  # 你妈死了 by its initials
     assert "harassment" not in {m.category for m in lexicon.find(normalize("这部电影真垃圾"))}  # 垃圾 needs one
+
+
+def test_a_homophone_that_is_a_dictionary_word_is_no_evasion() -> None:
+    # 柜子 (cupboard) sounds like 鬼子; 沙币 is no word, so it stays an evasion of 傻逼
+    lexicon = Lexicon.build([LexiconEntry("鬼子", "hate", 3, "t", spaces=("chars", "pinyin")),
+                             LexiconEntry("傻逼", "profanity", 2, "t", spaces=("chars", "pinyin"))])
+    assert _hits(lexicon, "杀虫剂放在柜子里") == []
+    assert _hits(lexicon, "鬼子进村") == [("hate", "鬼子")]
+    assert _hits(lexicon, "你个沙币") == [("profanity", "沙币")]
+
+
+def test_particles_are_read_only_as_particles() -> None:
+    # 了 read "liao" made 落了 sound like 裸聊; 聊 itself still matches
+    lexicon = Lexicon.build([LexiconEntry("裸聊", "sexual", 3, "t", spaces=("chars", "pinyin"))])
+    assert _hits(lexicon, "东西落了") == []
+    assert _hits(lexicon, "来落聊吗") == [("sexual", "落聊")]
+
+
+@pytest.mark.parametrize("text", ["薇：yy6666", "加V：hh8888", "加tg：@abc888", "详情QQ：haoyun888", "💚信 haoyun668"])
+def test_contact_rule_app_letter_before_colon_and_handles(text: str) -> None:
+    assert contact_spans(text)
+
+
+@pytest.mark.parametrize("text", ["版本v: 1.2.3", "坐飞机@上海", "我在tg上", "比分v：3:1", "全国心理援助热线：400-161-9995",
+                                  "办公室电话 010-6512 3456"])
+def test_contact_rule_app_letter_benign(text: str) -> None:
+    assert contact_spans(text) == []
