@@ -9,6 +9,11 @@ hits count and add rule hits (`services.text.context`); the two legacy classifie
 vectoriser and the calibrated heads (`text_heads_fast`) give the seven category scores. Every ONNX
 session runs once per batch.
 
+The heads are English: their TF-IDF vocabulary and training rows are English, so on a text with
+CJK characters and no other letter they would score its structured features alone (noise: on the
+Chinese dev split they sent every hard negative to self_harm). For such a text the heads abstain
+(scores 0) and the Chinese lexicon and rules judge it through MATCHES.
+
 Example::
 
     model = TextModerationModel(Path("model_repository"), SessionOptions(intra_op_threads=1))
@@ -32,6 +37,7 @@ from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
+from services.common.text_match.scripts import is_cjk
 from services.text.classifier import TextClassifier
 from services.text.context import ContextEngine, sentence_spans
 from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
@@ -41,7 +47,7 @@ from services.text.heads import Heads, TfidfVectorizerModel
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores", "TextModerationModel",
-           "decode_texts", "encode_outputs"]
+           "blank_han", "decode_texts", "encode_outputs", "reads_latin"]
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
@@ -60,6 +66,29 @@ class FastScores:
     analyses: list[Analysis]
     tfidf: np.ndarray
     scores: np.ndarray
+
+
+def reads_latin(text: str) -> bool:
+    """True when the text has a letter MiniLM can read (any letter outside the CJK blocks).
+
+    Example::
+
+        >>> reads_latin("我知道你住哪"), reads_latin("gg 你好"), reads_latin("")
+        (False, True, False)
+    """
+    return any(c.isalpha() and not is_cjk(c) for c in text)
+
+
+def blank_han(text: str) -> str:
+    """`text` with every CJK character replaced by a space (same length, so token offsets still hold).
+
+    Example::
+
+        >>> blank_han("see 你 soon")
+        'see   soon'
+    """
+    return "".join(" " if is_cjk(c) else c for c in text)
+
 
 
 class TextPipelineShape:
@@ -116,6 +145,9 @@ class TextModerationModel(TextPipelineShape):
         structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
                                                                                           np.float32)
         scores = self._heads.predict(np.hstack([tfidf, structured]).astype(np.float32))
+        unread = [i for i, a in enumerate(analyses) if not reads_latin(a.segmented.text)
+                  and blank_han(a.segmented.text) != a.segmented.text]
+        scores[unread] = 0.0  # Chinese without any Latin letter: the English heads abstain (module docstring)
         return FastScores(analyses, tfidf, scores)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

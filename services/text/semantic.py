@@ -36,12 +36,12 @@ from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.lexicon import Lexicon
-from services.common.text_match.scripts import is_cjk
 from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
 from services.text import model as fast_model
-from services.text.model import TextModerationModel, TextPipelineShape, _model_file, decode_texts, encode_outputs
+from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
+                                 encode_outputs, reads_latin)
 
 __all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel",
            "blank_han", "corroborated", "logits", "reads_latin"]
@@ -68,28 +68,6 @@ def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor:
         ()
     """
     return tuple(h for h in hits if h.category not in _COLUMN or float(scores[_COLUMN[h.category]]) >= floor)
-
-
-def reads_latin(text: str) -> bool:
-    """True when the text has a letter MiniLM can read (any letter outside the CJK blocks).
-
-    Example::
-
-        >>> reads_latin("我知道你住哪"), reads_latin("gg 你好"), reads_latin("")
-        (False, True, False)
-    """
-    return any(c.isalpha() and not is_cjk(c) for c in text)
-
-
-def blank_han(text: str) -> str:
-    """`text` with every CJK character replaced by a space (same length, so token offsets still hold).
-
-    Example::
-
-        >>> blank_han("see 你 soon")
-        'see   soon'
-    """
-    return "".join(" " if is_cjk(c) else c for c in text)
 
 
 def logits(scores: np.ndarray) -> np.ndarray:

@@ -25,13 +25,17 @@ def test_clean_text_is_allowed(stub: pb_grpc.ModerationServiceStub) -> None:
     assert category(response, "harassment").score < 0.5 and category(response, "hate").score < 0.5
 
 
-def test_toxic_english_is_blocked_with_the_classifier_as_evidence(stub: pb_grpc.ModerationServiceStub) -> None:
-    text = "You are a worthless pathetic idiot and everyone hates you, go kill yourself"
+@pytest.mark.parametrize(("text", "name"), [
+    ("You are a worthless pathetic idiot and everyone hates you", "harassment"),
+    ("You are a worthless pathetic idiot and everyone hates you, go kill yourself", "self_harm"),
+])
+def test_toxic_english_is_blocked_with_the_classifier_as_evidence(stub: pb_grpc.ModerationServiceStub, text: str,
+                                                                   name: str) -> None:
     response = moderate(stub, text)
     assert response.decision == pb.BLOCK, response
-    harassment = category(response, "harassment")
-    assert harassment.action == pb.BLOCK and harassment.rule.startswith(("categories.harassment.block", "blocklist:"))
-    spans = [e.text_span for e in response.evidence if e.category == "harassment" and e.WhichOneof("kind") == "text_span"]
+    verdict = category(response, name)
+    assert verdict.action == pb.BLOCK and verdict.rule.startswith((f"categories.{name}.block", "blocklist:"))
+    spans = [e.text_span for e in response.evidence if e.category == name and e.WhichOneof("kind") == "text_span"]
     assert spans and all(text[s.start:s.end] == s.text and s.end > s.start for s in spans)
 
 

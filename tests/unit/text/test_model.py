@@ -134,3 +134,13 @@ def test_contract_metadata(text_model: TextModerationModel) -> None:
         "text_moderation", "2", "auditmesh_text_pipeline", 64)
     assert [s.name for s in text_model.inputs] == ["TEXT"]
     assert tuple(text_model.outputs) == contract.OUTPUTS
+
+
+def test_the_english_heads_abstain_on_chinese_without_latin_letters(text_model: TextModerationModel) -> None:
+    # the heads would score only the structured features of a Chinese text; Chinese is judged by its hits
+    texts = ["如果你有轻生的念头，请拨打心理援助热线", "你怎么还不去死，活着浪费空气", "gg 你好 idiot"]
+    out = text_model.infer(batch(*texts))
+    for name in contract.SCORE_OUTPUTS:
+        assert out[name][0, 0] == 0.0 and out[name][1, 0] == 0.0, name
+    assert json.loads(out["MATCHES"][1, 0]) and not json.loads(out["MATCHES"][0, 0])
+    assert any(out[name][2, 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # a Latin letter: the heads read it
