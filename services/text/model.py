@@ -47,7 +47,7 @@ from services.text.heads import Heads, TfidfVectorizerModel
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores", "TextModerationModel",
-           "blank_han", "decode_texts", "encode_outputs", "reads_latin"]
+           "blank_han", "decode_texts", "encode_outputs", "english_reads", "reads_latin"]
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
@@ -89,6 +89,17 @@ def blank_han(text: str) -> str:
     """
     return "".join(" " if is_cjk(c) else c for c in text)
 
+
+def english_reads(text: str) -> bool:
+    """Whether the English models (the fast heads, MiniLM) read `text`: it has a Latin letter, or no
+    CJK character at all. A CJK text without a Latin letter is left to the Chinese lexicon and rules.
+
+    Example::
+
+        >>> english_reads("我知道你住哪"), english_reads("gg 你好"), english_reads("!!!")
+        (False, True, True)
+    """
+    return reads_latin(text) or not any(is_cjk(c) for c in text)
 
 
 class TextPipelineShape:
@@ -145,8 +156,7 @@ class TextModerationModel(TextPipelineShape):
         structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
                                                                                           np.float32)
         scores = self._heads.predict(np.hstack([tfidf, structured]).astype(np.float32))
-        unread = [i for i, a in enumerate(analyses) if not reads_latin(a.segmented.text)
-                  and blank_han(a.segmented.text) != a.segmented.text]
+        unread = [i for i, a in enumerate(analyses) if not english_reads(a.segmented.text)]
         scores[unread] = 0.0  # Chinese without any Latin letter: the English heads abstain (module docstring)
         return FastScores(analyses, tfidf, scores)
 

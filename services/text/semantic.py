@@ -41,7 +41,7 @@ from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
 from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
-                                 encode_outputs, reads_latin)
+                                 encode_outputs, english_reads, reads_latin)
 
 __all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel",
            "blank_han", "corroborated", "logits", "reads_latin"]
@@ -106,8 +106,7 @@ class TextSemanticModel(TextPipelineShape):
         # only a text's non-CJK letters (CJK blanked), a CJK text without any keeps the fast scores, and for
         # a text with CJK in it the semantic score can only add to the fast one (the lexicon and the zh rules
         # judge the Chinese): padding English with Chinese does not hide it from the semantic model.
-        rows = [i for i, a in enumerate(fast.analyses)
-                if reads_latin(a.segmented.text) or blank_han(a.segmented.text) == a.segmented.text]
+        rows = [i for i, a in enumerate(fast.analyses) if english_reads(a.segmented.text)]
         if len(rows) < len(texts):  # the rows that keep the fast scores keep the fast evidence too
             fallbacks = self.fast.sentence_fallbacks(fast)
             for i in rows:
