@@ -41,7 +41,7 @@ from services.common.text_match.zh_contact import contact_spans
 from services.common.text_match.zh_clauses import clause_normalize
 from services.common.text_match.zh_context import (ContextRule, addressed, load_contexts, quoted_in_view,
                                                    suppressing_context)
-from services.common.text_match.zh_pinyin import StartIndex, find_pinyin, term_syllables
+from services.common.text_match.zh_pinyin import LatinSpellings, StartIndex, find_pinyin, term_syllables
 from services.common.text_match.zh_rules import Rule, find_rules, load_rules
 from services.common.text_match.zh_segment import cuts_word, word_spans
 from services.common.text_match.zh_variants import variant_view
@@ -132,7 +132,7 @@ class Lexicon:
     """An immutable compiled blocklist. Create it with `Lexicon.build` or `Lexicon.load`."""
 
     __slots__ = ("_automaton", "_contact_rule", "_contexts", "_entries", "_phonetic", "_phonetic_keys", "_rules",
-                 "_version")
+                 "_spellings", "_version")
 
     _automaton: Any
     _contact_rule: bool
@@ -142,6 +142,8 @@ class Lexicon:
     #: per phonetic entry (same order), the StartIndex.first_keys it can begin at; None: always tried
     _phonetic_keys: tuple[frozenset[str] | None, ...]
     _rules: tuple[Rule, ...]
+    #: the phonetic entries' Latin spellings (same positions), for texts without Han characters
+    _spellings: LatinSpellings
     _version: str
 
     def __init__(self, automaton: Any, entries: tuple[LexiconEntry, ...], version: str,
@@ -157,6 +159,8 @@ class Lexicon:
             (term_syllables(term), e, term) for e, term in ((e, normalize(e.term).text) for e in entries)
             if "pinyin" in e.spaces or "initials" in e.spaces))
         object.__setattr__(self, "_phonetic_keys", tuple(_first_keys(syllables) for syllables, _, _ in self._phonetic))
+        object.__setattr__(self, "_spellings", LatinSpellings(
+            [(syllables, "initials" in entry.spaces) for syllables, entry, _ in self._phonetic]))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Lexicon is immutable; build a new one instead of setting {name!r}")
@@ -300,11 +304,22 @@ class Lexicon:
                 for entry in pattern.entries:
                     keep_entry(entry, pattern.term, start, last + 1)
         starts = StartIndex(haystack) if self._phonetic and words else None
+        # without a Han character a phonetic match is a whole Latin token: look the tokens up instead
+        # of trying every term (same answers, LatinSpellings)
+        spelled = self._spellings.find(haystack) if starts is not None and not starts.han else None
         present = starts.first_keys() if starts is not None else set()
-        for (syllables, entry, term), keys in zip(self._phonetic, self._phonetic_keys) if words else ():
-            if keys is not None and keys.isdisjoint(present):
+        # with `spelled`, only the terms it matched and those it does not cover need a look
+        positions = (range(len(self._phonetic)) if spelled is None
+                     else sorted(set(spelled) | self._spellings.uncovered)) if words else ()
+        for position in positions:
+            (syllables, entry, term), keys = self._phonetic[position], self._phonetic_keys[position]
+            if spelled is not None and position in spelled:
+                spans = spelled[position]
+            elif keys is not None and keys.isdisjoint(present):
                 continue  # no Han reading or Latin token in the text can begin this term: find_pinyin finds nothing
-            for start, end in find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts):
+            else:
+                spans = find_pinyin(haystack, syllables, initials="initials" in entry.spaces, index=starts)
+            for start, end in spans:
                 keep_entry(entry, term, start, end, phonetic=True)
         for hit in find_rules(haystack, self._rules) if rules else ():
             if hit.rule.needs_target and not context.is_addressed():

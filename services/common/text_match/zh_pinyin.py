@@ -18,14 +18,16 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import re
 from functools import lru_cache
+from typing import Sequence
 
 from pypinyin import Style, lazy_pinyin, pinyin
 
 from services.common.text_match.english_words import is_common_english
 
-__all__ = ["StartIndex", "find_pinyin", "readings", "term_syllables"]
+__all__ = ["LatinSpellings", "StartIndex", "find_pinyin", "readings", "term_syllables"]
 
 
 def term_syllables(term: str) -> tuple[str, ...]:
@@ -179,6 +181,59 @@ def _whole_tokens(syllables: tuple[str, ...], initials: bool, index: StartIndex)
             if _match_from(token, 0, syllables, 0, initials) == length and not is_common_english(token):
                 found.extend((p, p + length) for p in positions)
     return sorted(found)
+
+
+#: terms with more syllables than this are not expanded by `LatinSpellings` (2**n initials spellings)
+_MAX_EXPANDED_SYLLABLES = 10
+
+
+class LatinSpellings:
+    """Every Latin spelling of a list of terms, for texts without Han characters.
+
+    In such a text `find_pinyin` can only match a whole Latin token (`_whole_tokens`), so instead of
+    trying each term against the text, the text's distinct tokens are looked up in a table of the
+    spellings each term accepts: the full syllables, and with `initials` every mix of full syllables
+    and first letters, each kept only if `_whole_tokens` would accept it as a token. The answers are
+    the same as calling `find_pinyin` per term; a long English text then costs one dictionary lookup
+    per distinct token instead of one call per listed term.
+
+    Example::
+
+        >>> spellings = LatinSpellings([(term_syllables("你妈死了"), True), (term_syllables("傻逼"), False)])
+        >>> spellings.find("lol nmsl and shabi")
+        {0: [(4, 8)], 1: [(13, 18)]}
+    """
+
+    def __init__(self, terms: Sequence[tuple[tuple[str, ...], bool]]) -> None:
+        """`terms`: (syllables, initials allowed) per term; answers name terms by their position."""
+        self._by_spelling: dict[str, list[int]] = {}
+        covered = []
+        for position, (syllables, initials) in enumerate(terms):
+            if not syllables or len(syllables) > _MAX_EXPANDED_SYLLABLES or not all(
+                    s.isascii() and s.isalpha() for s in syllables):
+                continue  # `find_pinyin` takes its general path for these: callers call it
+            covered.append(position)
+            spelled = sum(len(s) for s in syllables)
+            shortest = max(3, len(syllables) if initials else spelled)
+            choices = [(s, s[0]) if initials else (s,) for s in syllables]
+            for spelling in {"".join(parts) for parts in itertools.product(*choices)}:
+                if len(spelling) >= shortest and _match_from(spelling, 0, syllables, 0, initials) == len(spelling):
+                    self._by_spelling.setdefault(spelling, []).append(position)
+        #: positions of the terms `find` does not answer for (they need `find_pinyin`)
+        self.uncovered = frozenset(range(len(terms))) - frozenset(covered)
+
+    def find(self, text: str) -> dict[int, list[tuple[int, int]]]:
+        """Matches in `text` (normalised, with no Han character) of the covered terms: term position ->
+        spans, ascending. A common English word is never a spelling (`is_common_english`)."""
+        found: dict[int, list[tuple[int, int]]] = {}
+        for match in _LATIN_RUN.finditer(text):
+            token = match.group()
+            positions = self._by_spelling.get(token)
+            if positions is None or is_common_english(token):
+                continue
+            for position in positions:
+                found.setdefault(position, []).append((match.start(), match.end()))
+        return found
 
 
 def _short_latin_in_latin_text(text: str, start: int, end: int, index: StartIndex) -> bool:
