@@ -10,8 +10,8 @@ SIGTERM, given its `server.grace_period_s` (plus a margin) to drain, then SIGKIL
 fails while the mesh is first starting (a bad config, a port in use) stops the launcher with exit code 1.
 
 CPU placement: each child starts on the CPUs and at the niceness its config's `placement` block
-says (services/common/placement.py; the shipped configs put the routers and the text service on the
-first CPU, vision and OCR niced on every CPU), logged as "<service> runs on CPUs [0], nice 0";
+says (services/common/placement.py; the shipped configs run every service on every CPU, the routers
+and text at full priority, vision and OCR at nice 19), logged as "<service> runs on all CPUs, nice 19";
 `--no-placement` turns it off.
 
 Every child's command line says how it runs, ports and files included (`--listen`, `--metrics-listen`,

@@ -16,7 +16,7 @@ each service says, in its config's `placement` block, where it runs:
   images still use every idle cycle of every CPU they may run on.
 
 The launcher applies the block when it starts a child (`services/launcher.py`); in containers the
-orchestrator does: `docker-compose.yml` (`cpuset`, `cpu_shares`), Kubernetes requests and limits
+orchestrator does: `docker-compose.yml` (`cpu_shares`), Kubernetes requests and limits
 (README "CPU placement").
 
 Example::

@@ -171,6 +171,15 @@ def test_routers_present_the_secret_and_a_client_certificate(name: str, monkeypa
     assert (config.admin_listen != "") == (name == "router")  # one lane serves the admin API
 
 
+def test_image_containers_yield_the_cpu_to_text_and_the_routers() -> None:
+    """Like the launcher's `placement` (README "CPU placement"): no container is pinned, and vision and
+    OCR carry a far lower CPU weight than text and the interactive router (default 1024)."""
+    assert not any("cpuset" in service for service in SERVICES.values())
+    for image in ("vision", "ocr"):
+        assert SERVICES[image]["cpu_shares"] * 10 <= SERVICES["text"].get("cpu_shares", 1024)
+        assert SERVICES[image]["cpu_shares"] * 10 <= SERVICES["router"].get("cpu_shares", 1024)
+
+
 def test_router_lanes_share_the_policy_store_volume() -> None:
     volumes = [set(SERVICES[name].get("volumes", [])) for name in ROUTERS]
     shared = set.intersection(*volumes)

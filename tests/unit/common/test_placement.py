@@ -28,10 +28,16 @@ def test_rejects_bad_placements(kwargs: dict[str, object], match: str) -> None:
         Placement(**kwargs)  # type: ignore[arg-type]
 
 
-def test_shipped_configs_separate_text_from_images() -> None:
+def test_shipped_configs_let_text_preempt_images() -> None:
+    """Text and the routers at full priority, the image services niced on the same CPUs (measured
+    against a text/image CPU partition: bench/README.md "CPU placement, measured")."""
     mesh = Mesh()
-    assert mesh.placement("text").cpus == mesh.placement("router").cpus == mesh.placement("router-bulk").cpus
-    assert not set(mesh.placement("vision").cpus) & set(mesh.placement("text").cpus)
+    text = mesh.placement("text")
+    assert text.cpus == mesh.placement("router").cpus == mesh.placement("router-bulk").cpus
+    assert text.nice == mesh.placement("router").nice == 0
+    for image in ("vision", "ocr"):
+        assert mesh.placement(image).nice >= text.nice + 10
+        assert mesh.placement(image).cpus == text.cpus
     assert Mesh(place=False).placement("ocr") == Placement()
 
 
