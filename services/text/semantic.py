@@ -52,7 +52,7 @@ SEMANTIC_HEADS = "text_heads_semantic"
 REPOSITORY_MODELS: tuple[str, ...] = (*fast_model.REPOSITORY_MODELS, EMBEDDING_MODEL, SEMANTIC_HEADS)
 _CLIP = 1e-6
 #: Chosen on the dev split only by `python -m bench.corroboration` (the lowest floor within 0.002 of the
-#: best dev macro F1; corpus en 1.2.1: 0.881 -> 0.895, hard-negative FPR 14.2 % -> 12.8 %). The test split
+#: best dev macro F1; corpus en 1.3.0: 0.882 -> 0.895, hard-negative FPR 15.1 % -> 13.0 %; 1.2.1 chose the same). The test split
 #: is only reported.
 CORROBORATION_FLOOR = 0.4
 _COLUMN = {category: column for column, category in enumerate(contract.CATEGORIES)}
