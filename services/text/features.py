@@ -61,11 +61,14 @@ class CheapAnalyzer:
         self.signals = signals
         self.legacy = legacy
         self.names = feature_names(signals)
+        #: one-word Latin terms of the lexicon: the segmenter never splits them (segment.py)
+        self.whole_words = frozenset(t for t in (normalize(e.term).text for e in lexicon.entries)
+                                     if t.isascii() and t.isalpha())
 
     def analyse(self, texts: Sequence[str]) -> list[Analysis]:
         """Analyse a batch (the legacy classifiers run once for the whole batch)."""
         normalized = [normalize(text) for text in texts]
-        segmented = [segment(n) for n in normalized]
+        segmented = [segment(n, self.whole_words) for n in normalized]
         toxicity, spam = self.legacy([s.text for s in segmented]) if texts else (np.zeros(0), np.zeros(0))
         out = []
         for index, (norm, seg) in enumerate(zip(normalized, segmented)):

@@ -62,14 +62,22 @@ def split_token(token: str) -> tuple[str, ...]:
     return pieces
 
 
-def segment(text: NormalizedText) -> NormalizedText:
-    """`text` with unspaced runs split into words (see the module docstring); unchanged if none are."""
+def segment(text: NormalizedText, keep: frozenset[str] = frozenset()) -> NormalizedText:
+    """`text` with unspaced runs split into words (see the module docstring); unchanged if none are.
+    A token in `keep` (the blocklist's one-word terms), or its plural, is never split: wordninja would
+    read "jigaboo" as "jig a boo" and the slur would match nowhere.
+
+    Example::
+
+        >>> segment(normalize("jigaboo")).text, segment(normalize("jigaboo"), frozenset({"jigaboo"})).text
+        ('jig a boo', 'jigaboo')
+    """
     pieces: list[str] = []
     offsets: list[int] = []
     position = 0
     changed = False
     for match in _LETTERS.finditer(text.text):
-        words = split_token(match.group())
+        words = (match.group(),) if _kept(match.group(), keep) else split_token(match.group())
         if len(words) == 1:
             continue
         changed = True
@@ -89,3 +97,8 @@ def segment(text: NormalizedText) -> NormalizedText:
     pieces.append(text.text[position:])
     offsets.extend(text.offsets[position:])
     return NormalizedText("".join(pieces), tuple(offsets), text.original)
+
+
+def _kept(token: str, keep: frozenset[str]) -> bool:
+    """Whether `token` or its singular (without a final "s" or "es") is in `keep`."""
+    return token in keep or (token.endswith("s") and (token[:-1] in keep or (token.endswith("es") and token[:-2] in keep)))

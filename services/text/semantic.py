@@ -13,8 +13,10 @@ In a text MiniLM read (no CJK in it), a default-lexicon or rule hit is reported 
 the semantic score of its category is at least `CORROBORATION_FLOOR`: the heads already read the
 lexicon's signals (fast logits, structured features), and on the dev split a hit they did not
 corroborate was almost always a false positive (counter-speech quoting a slur, a moderator reporting
-"told X to kys", a bird or a town whose name is on a list). A policy's own blocklist is matched by the
-router and is not affected; Chinese text keeps every hit (the lexicon and the zh rules judge it).
+"told X to kys", a bird or a town whose name is on a list). A hit of the top severity tier is never
+dropped: uncorroborated, it is reported with `max_action: review` (a slur in friendly words goes to a
+person, not through). A policy's own blocklist is matched by the router and is not affected; Chinese
+text keeps every hit (the lexicon and the zh rules judge it).
 
 Example::
 
@@ -43,7 +45,7 @@ from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
                                  encode_outputs, english_reads, reads_latin)
 
-__all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel",
+__all__ = ["CORROBORATION_FLOOR", "UNCORROBORATED_SEVERITY", "EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel",
            "blank_han", "corroborated", "logits", "reads_latin"]
 
 EMBEDDING_MODEL = "minilm_l6_moderation"  # minilm_l6 fine-tuned by services/text/build/finetune_minilm.py
@@ -55,19 +57,35 @@ _CLIP = 1e-6
 #: best dev macro F1; corpus en 1.3.0: 0.882 -> 0.895, hard-negative FPR 15.1 % -> 13.0 %; 1.2.1 chose the same). The test split
 #: is only reported.
 CORROBORATION_FLOOR = 0.4
+#: hits of this severity (the lexicon's top tier: slurs, explicit threats) never drop out; below the
+#: floor they may at most REVIEW (`corroborated`)
+UNCORROBORATED_SEVERITY = 3
+UNCORROBORATED_CATEGORIES = frozenset({"hate", "sexual"})
 _COLUMN = {category: column for column, category in enumerate(contract.CATEGORIES)}
 
 
 def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor: float) -> tuple[contract.LexiconHit, ...]:
-    """The hits whose category's score (`scores` [7] in CATEGORIES order) is at least `floor`.
+    """The hits whose category's score (`scores` [7] in CATEGORIES order) is at least `floor`, plus
+    every hit of the most severe tier (`UNCORROBORATED_SEVERITY`) the score did not back, capped at
+    REVIEW: a slur wrapped in friendly words ("happy birthday you <slur>") is exactly what the model
+    scores low, so it goes to a person instead of through.
 
     Example::
 
         >>> hit = contract.LexiconHit("sexual", "tit", 1, 8, 11, "tit")
         >>> corroborated([hit], np.zeros(7, dtype=np.float32), 0.2)
         ()
+        >>> slur = contract.LexiconHit("hate", "<slur>", 3, 0, 6, "<slur>")
+        >>> [h.max_action for h in corroborated([slur], np.zeros(7, dtype=np.float32), 0.2)]
+        ['review']
     """
-    return tuple(h for h in hits if h.category not in _COLUMN or float(scores[_COLUMN[h.category]]) >= floor)
+    kept = []
+    for hit in hits:
+        if hit.category not in _COLUMN or float(scores[_COLUMN[hit.category]]) >= floor:
+            kept.append(hit)
+        elif hit.severity >= UNCORROBORATED_SEVERITY and hit.category in UNCORROBORATED_CATEGORIES:
+            kept.append(replace(hit, max_action="review"))
+    return tuple(kept)
 
 
 def logits(scores: np.ndarray) -> np.ndarray:

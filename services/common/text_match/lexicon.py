@@ -299,10 +299,13 @@ class Lexicon:
                 start = last - len(pattern.term) + 1
                 if pattern.bounded_left and start > 0 and is_word_char(haystack[start - 1]):
                     continue
-                if pattern.bounded_right and last + 1 < len(haystack) and is_word_char(haystack[last + 1]):
-                    continue
+                end = last + 1
+                if pattern.bounded_right and end < len(haystack) and is_word_char(haystack[end]):
+                    end = _plural_end(haystack, end) if pattern.term[-1].isascii() else None
+                    if end is None:
+                        continue
                 for entry in pattern.entries:
-                    keep_entry(entry, pattern.term, start, last + 1)
+                    keep_entry(entry, pattern.term, start, end)
         starts = StartIndex(haystack) if self._phonetic and words else None
         # without a Han character a phonetic match is a whole Latin token: look the tokens up instead
         # of trying every term (same answers, LatinSpellings)
@@ -398,6 +401,22 @@ class _Context:
         if self._spans is None:
             self._spans = word_spans(self._haystack)
         return cuts_word(self._spans, start, end)
+
+
+def _plural_end(haystack: str, position: int) -> int | None:
+    """Where an English plural ending ("s", "es") that starts at `position` and ends the word ends, or
+    None: a listed Latin word also matches its plural ("spics" for "spic"), no other longer word.
+
+    Example::
+
+        >>> _plural_end("two spics here", 8), _plural_end("spicy", 4)
+        (9, None)
+    """
+    for suffix in ("s", "es"):
+        end = position + len(suffix)
+        if haystack.startswith(suffix, position) and (end == len(haystack) or not is_word_char(haystack[end])):
+            return end
+    return None
 
 
 def _first_keys(syllables: tuple[str, ...]) -> frozenset[str] | None:

@@ -51,3 +51,11 @@ def test_matches_straddling_a_word_are_dropped(text: str, term: str) -> None:
 def test_unchanged_text_is_returned_as_is() -> None:
     seen = normalize("nothing to split here")
     assert segment(seen) is seen
+
+
+def test_a_listed_word_and_its_plural_are_never_split() -> None:
+    keep = frozenset({"jigaboo"})
+    assert segment(normalize("jigaboo")).text == "jig a boo"  # what wordninja alone does
+    assert segment(normalize("jigaboo"), keep).text == "jigaboo"
+    assert segment(normalize("jigaboos everywhere"), keep).text == "jigaboos everywhere"
+    assert segment(normalize("youareanidiot"), keep).text == "you are an idiot"

@@ -108,3 +108,31 @@ def test_corroborated_keeps_hits_at_or_above_the_floor() -> None:
     scores[contract.CATEGORIES.index("hate")] = 0.25
     assert corroborated(hits, scores, 0.25) == (hits[1],)
     assert corroborated(hits, scores, 0.0) == tuple(hits)
+
+
+def test_a_top_tier_hate_or_sexual_hit_below_the_floor_stays_at_review() -> None:
+    severe = [contract.LexiconHit("hate", "x", 3, 0, 1, "x"), contract.LexiconHit("sexual", "y", 3, 2, 3, "y")]
+    others = [contract.LexiconHit("violence", "z", 3, 4, 5, "z"), contract.LexiconHit("hate", "w", 2, 6, 7, "w")]
+    kept = corroborated(severe + others, np.zeros(len(contract.CATEGORIES), dtype=np.float32), 0.4)
+    assert [(h.term, h.max_action) for h in kept] == [("x", "review"), ("y", "review")]
+
+
+#: friendly frames an evader might wrap a slur in, so the semantic model scores the text low
+_FRIENDLY_FRAMES = ("{t}", "lol {t}", "happy birthday you {t}", "good morning to all the {t}s",
+                    "the {t} next door brought cookies", "I love you {t}", "thanks for the recipe, {t}")
+
+
+def test_no_listed_slur_drops_out_of_the_accurate_model_in_friendly_words(semantic_model: TextSemanticModel) -> None:
+    """Every top-tier English hate term of the default lexicon, in each friendly frame (its plural too),
+    still comes out of text_semantic as a hate hit (corroborated, or at most REVIEW): the corroboration
+    floor must not be a way to get a slur through."""
+    terms = sorted({e.term for e in semantic_model.fast.lexicon.entries
+                    if e.category == "hate" and e.severity == 3 and e.term.isascii()})
+    assert len(terms) >= 10
+    texts = [frame.format(t=term) for term in terms for frame in _FRIENDLY_FRAMES]
+    missing = []
+    for start in range(0, len(texts), 64):
+        out = semantic_model.infer(batch(*texts[start:start + 64]))
+        missing += [text for index, text in enumerate(texts[start:start + 64])
+                    if not any(h["category"] == "hate" for h in json.loads(out["MATCHES"][index, 0]))]
+    assert not missing, missing[:10]

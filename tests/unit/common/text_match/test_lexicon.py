@@ -153,3 +153,14 @@ def test_load_rejects_unknown_format(tmp_path: Path) -> None:
     path.write_text(json.dumps({"format": "other", "entries": []}))
     with pytest.raises(ValueError, match="format"):
         Lexicon.load(path)
+
+
+def test_a_latin_word_also_matches_its_plural_and_nothing_longer() -> None:
+    lexicon = Lexicon.build([LexiconEntry("spic", "hate", 3, "t"), LexiconEntry("ass", "profanity", 1, "t")])
+
+    def found(text: str) -> list[tuple[str, str]]:
+        return [(m.term, m.matched_text) for m in lexicon.find(normalize(text))]
+
+    assert found("two spics here") == [("spic", "spics")]
+    assert found("you asses") == [("ass", "asses")]
+    assert found("spicy food, spicier still, classes and glasses") == []
