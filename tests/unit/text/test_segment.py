@@ -59,3 +59,17 @@ def test_a_listed_word_and_its_plural_are_never_split() -> None:
     assert segment(normalize("jigaboo"), keep).text == "jigaboo"
     assert segment(normalize("jigaboos everywhere"), keep).text == "jigaboos everywhere"
     assert segment(normalize("youareanidiot"), keep).text == "you are an idiot"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("sendnudesbabe", "send nudes babe"),                        # three content words, no function word
+    ("holyshitthatplottwist", "holy shit that plot twist"),      # "that"
+    ("don'tcometothereunion", "don't come to the reunion"),      # the run after the apostrophe starts with "t"
+])
+def test_phrases_and_contractions_split(text: str, expected: str) -> None:
+    assert segment(normalize(text)).text == expected
+
+
+@pytest.mark.parametrize("word", ["penistone", "grasshopper", "therapist", "butterfingers", "throwbackthursday"])
+def test_words_and_two_part_compounds_stay_whole(word: str) -> None:
+    assert segment(normalize(word)).text == word
