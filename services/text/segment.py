@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from services.common.text_match.lexicon import PLURAL_SUFFIXES
 from services.common.text_match.normalize import NormalizedText
 
 __all__ = ["FUNCTION_WORDS", "MIN_CONTENT_PIECES", "MIN_LENGTH", "segment", "split_token"]
@@ -35,7 +36,7 @@ FUNCTION_WORDS = frozenset({
     "his", "our", "their", "yourself", "myself", "himself", "herself", "themselves", "are", "is", "am", "was",
     "be", "will", "go", "just", "so", "such", "a", "an", "the", "and", "to", "of", "should", "can", "do",
     "don't", "not", "no", "re", "all", "off", "up", "get", "now",
-    "this", "that", "in", "on", "at", "for", "from", "with", "what", "any", "was", "were", "has", "have",
+    "this", "that", "in", "on", "at", "for", "from", "with", "what", "any", "were", "has", "have",
     "had", "if", "or", "but", "by", "as", "its", "some", "who", "how", "why", "when",
 })
 #: pieces enough to split a token that has no function word in it
@@ -112,5 +113,5 @@ def segment(text: NormalizedText, keep: frozenset[str] = frozenset()) -> Normali
 
 
 def _kept(token: str, keep: frozenset[str]) -> bool:
-    """Whether `token` or its singular (without a final "s" or "es") is in `keep`."""
-    return token in keep or (token.endswith("s") and (token[:-1] in keep or (token.endswith("es") and token[:-2] in keep)))
+    """Whether `token`, or it without a plural ending (the lexicon's `PLURAL_SUFFIXES`), is in `keep`."""
+    return token in keep or any(token.endswith(s) and token[:-len(s)] in keep for s in PLURAL_SUFFIXES)

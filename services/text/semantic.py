@@ -13,9 +13,9 @@ In a text MiniLM read (no CJK in it), a default-lexicon or rule hit is reported 
 the semantic score of its category is at least `CORROBORATION_FLOOR`: the heads already read the
 lexicon's signals (fast logits, structured features), and on the dev split a hit they did not
 corroborate was almost always a false positive (counter-speech quoting a slur, a moderator reporting
-"told X to kys", a bird or a town whose name is on a list). A hit of the top severity tier is never
-dropped: uncorroborated, it is reported with `max_action: review` (a slur in friendly words goes to a
-person, not through). A policy's own blocklist is matched by the router and is not affected; Chinese
+"told X to kys", a bird or a town whose name is on a list). A top-tier hate or sexual hit (slurs,
+child-exploitation terms) is never dropped: uncorroborated, it is reported with `max_action: review`
+(a slur in friendly words goes to a person, not through). A policy's own blocklist is matched by the router and is not affected; Chinese
 text keeps every hit (the lexicon and the zh rules judge it).
 
 Example::
@@ -45,8 +45,8 @@ from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
                                  encode_outputs, english_reads, reads_latin)
 
-__all__ = ["CORROBORATION_FLOOR", "UNCORROBORATED_SEVERITY", "EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel",
-           "blank_han", "corroborated", "logits", "reads_latin"]
+__all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "TextSemanticModel",
+           "UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "blank_han", "corroborated", "logits", "reads_latin"]
 
 EMBEDDING_MODEL = "minilm_l6_moderation"  # minilm_l6 fine-tuned by services/text/build/finetune_minilm.py
 SEMANTIC_HEADS = "text_heads_semantic"
@@ -57,8 +57,9 @@ _CLIP = 1e-6
 #: best dev macro F1; corpus en 1.3.0 with the segmenter and plural changes: 0.880 -> 0.890, hard-negative
 #: FPR 15.1 % -> 13.5 %). The test split is only reported.
 CORROBORATION_FLOOR = 0.15
-#: hits of this severity (the lexicon's top tier: slurs, explicit threats) never drop out; below the
-#: floor they may at most REVIEW (`corroborated`)
+#: hits of these categories at this severity (the lexicon's top tier: slurs, child-exploitation terms)
+#: never drop out; below the floor they may at most REVIEW (`corroborated`). Threats are not among them:
+#: "I will kill you" at chess is the model's to judge.
 UNCORROBORATED_SEVERITY = 3
 UNCORROBORATED_CATEGORIES = frozenset({"hate", "sexual"})
 _COLUMN = {category: column for column, category in enumerate(contract.CATEGORIES)}
@@ -66,8 +67,7 @@ _COLUMN = {category: column for column, category in enumerate(contract.CATEGORIE
 
 def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor: float) -> tuple[contract.LexiconHit, ...]:
     """The hits whose category's score (`scores` [7] in CATEGORIES order) is at least `floor`, plus
-    every hit of the most severe tier (`UNCORROBORATED_SEVERITY`) the score did not back, capped at
-    REVIEW: a slur wrapped in friendly words ("happy birthday you <slur>") is exactly what the model
+    every top-tier hit of `UNCORROBORATED_CATEGORIES` the score did not back, capped at REVIEW: a slur wrapped in friendly words ("happy birthday you <slur>") is exactly what the model
     scores low, so it goes to a person instead of through.
 
     Example::

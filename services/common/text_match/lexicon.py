@@ -46,7 +46,7 @@ from services.common.text_match.zh_rules import Rule, find_rules, load_rules
 from services.common.text_match.zh_segment import cuts_word, word_spans
 from services.common.text_match.zh_variants import variant_view
 
-__all__ = ["DEFAULT_LEXICON_PATH", "Lexicon", "LexiconEntry", "Match"]
+__all__ = ["DEFAULT_LEXICON_PATH", "PLURAL_SUFFIXES", "Lexicon", "LexiconEntry", "Match"]
 
 #: Where an entry may match: its normalised characters, its toneless pinyin (homophones, syllables in
 #: Latin letters) and its pinyin initials (nmsl). See zh_pinyin.py.
@@ -312,8 +312,9 @@ class Lexicon:
         spelled = self._spellings.find(haystack) if starts is not None and not starts.han else None
         present = starts.first_keys() if starts is not None else set()
         # with `spelled`, only the terms it matched and those it does not cover need a look
-        positions = (range(len(self._phonetic)) if spelled is None
-                     else sorted(set(spelled) | self._spellings.uncovered)) if words else ()
+        positions: Iterable[int] = range(len(self._phonetic)) if words else ()
+        if spelled is not None:
+            positions = sorted(set(spelled) | self._spellings.uncovered)
         for position in positions:
             (syllables, entry, term), keys = self._phonetic[position], self._phonetic_keys[position]
             if spelled is not None and position in spelled:
@@ -403,6 +404,10 @@ class _Context:
         return cuts_word(self._spans, start, end)
 
 
+#: English plural endings a listed Latin word also matches with (and the segmenter keeps whole)
+PLURAL_SUFFIXES = ("s", "es")
+
+
 def _plural_end(haystack: str, position: int) -> int | None:
     """Where an English plural ending ("s", "es") that starts at `position` and ends the word ends, or
     None: a listed Latin word also matches its plural ("spics" for "spic"), no other longer word.
@@ -412,7 +417,7 @@ def _plural_end(haystack: str, position: int) -> int | None:
         >>> _plural_end("two spics here", 8), _plural_end("spicy", 4)
         (9, None)
     """
-    for suffix in ("s", "es"):
+    for suffix in PLURAL_SUFFIXES:
         end = position + len(suffix)
         if haystack.startswith(suffix, position) and (end == len(haystack) or not is_word_char(haystack[end])):
             return end
