@@ -336,9 +336,9 @@ class Lexicon:
 
 
 #: ordinary phrases the segmenter cuts in two that merely sound like a listed term: "your mum" (你妈)
-#: reads as 尼玛, but 你妈知道吗 / 回家问问你妈 are family talk; the abusive uses have entries of
-#: their own (你妈的, 你妈死了, 你妈逼...) and still match
-_ORDINARY_PHRASES = frozenset({"你妈", "您妈"})
+#: reads as 尼玛, but 你妈知道吗 / 回家问问你妈 are family talk (the abusive uses have entries of
+#: their own: 你妈的, 你妈死了, 你妈逼... and still match); 我口 (给我口水) reads as 倭寇
+_ORDINARY_PHRASES = frozenset({"你妈", "您妈", "我口"})
 #: rule hits this short (code points) must not cut a segmented word, like lexicon terms
 _SHORT_RULE_HIT = 3
 #: characters of the original text around a hit that context rules' `text` conditions see
