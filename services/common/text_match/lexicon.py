@@ -335,6 +335,10 @@ class Lexicon:
                      hit.start, hit.end)
 
 
+#: ordinary phrases the segmenter cuts in two that merely sound like a listed term: "your mum" (你妈)
+#: reads as 尼玛, but 你妈知道吗 / 回家问问你妈 are family talk (the abusive uses have entries of
+#: their own: 你妈的, 你妈死了, 你妈逼... and still match); 我口 (给我口水) reads as 倭寇
+_ORDINARY_PHRASES = frozenset({"你妈", "您妈", "我口"})
 #: rule hits this short (code points) must not cut a segmented word, like lexicon terms
 _SHORT_RULE_HIT = 3
 #: characters of the original text around a hit that context rules' `text` conditions see
@@ -382,12 +386,14 @@ class _Context:
 
     def other_word(self, term: str, start: int, end: int) -> bool:
         """True when [start, end) is all Han, differs from `term` and is exactly one segmented
-        dictionary word: an ordinary word that merely sounds like a listed term (柜子 / 鬼子, 事实 /
-        逝世). Evaders write non-words (沙币, 费物); a homophone word that IS an evasion (紫砂 for
+        dictionary word or an ordinary phrase of `_ORDINARY_PHRASES` (你妈 / 尼玛): an ordinary word
+        that merely sounds like a listed term (柜子 / 鬼子, 事实 / 逝世). Evaders write non-words (沙币, 费物); a homophone word that IS an evasion (紫砂 for
         自杀) is listed in the variant words (zh_variants.json) and matched in the variant view."""
         span = self._haystack[start:end]
         if span == term or end - start < 2 or not all(_is_cjk(c) for c in span):
             return False
+        if span in _ORDINARY_PHRASES:
+            return True
         if self._spans is None:
             self._spans = word_spans(self._haystack)
         index = bisect.bisect_left(self._spans, (start, end))

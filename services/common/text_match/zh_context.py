@@ -53,7 +53,8 @@ class ContextRule:
     A hit is suppressed when its category is in `suppresses`, its severity is at most `max_severity`
     and every condition given holds: `text` occurs within `scope` characters of the hit, `before` matches the
     `window` characters before the hit (anchor it with `$`), `after` matches the `window` characters
-    after it (anchor it with `^`), `inside_quotes`: the hit lies inside quotation marks.
+    after it (anchor it with `^`), `inside_quotes`: the hit lies inside quotation marks; `hit`, when
+    given, must match within the hit's own text.
     """
 
     id: str
@@ -68,6 +69,9 @@ class ContextRule:
     examples: tuple[tuple[str, str], ...]
     #: how far (characters) around the hit a `text` condition looks
     scope: int = 60
+    #: when set, the hit's own (normalised) text must contain a match: a family-word context applies
+    #: to 他妈 / 你妈 hits, not to every profanity hit before the same words (卧槽，车被刮了)
+    hit: re.Pattern[str] | None = None
 
     def applies(self, haystack: str, category: str, severity: int, start: int, end: int,
                 quoted: list[tuple[int, int]], original: str = "") -> bool:
@@ -78,6 +82,8 @@ class ContextRule:
         `original`, the same neighbourhood of the text as sent (normalisation drops punctuation such
         as 《》 between Han characters)."""
         if category not in self.suppresses or severity > self.max_severity:
+            return False
+        if self.hit is not None and not self.hit.search(haystack[start:end]):
             return False
         if self.inside_quotes and not any(s <= start and end <= e for s, e in quoted):
             return False
@@ -129,7 +135,8 @@ def parse_contexts(document: dict[str, Any], path: Path | str = "<contexts>") ->
             raw["id"], raw["kind"], frozenset(suppresses), int(raw.get("max_severity", 3)),
             _compile(raw.get("text"), f"{where}: text"), _compile(raw.get("before"), f"{where}: before"),
             _compile(raw.get("after"), f"{where}: after"), bool(raw.get("inside_quotes", False)),
-            int(raw.get("window", 8)), tuple((str(a), str(b)) for a, b in examples), int(raw.get("scope", 60))))
+            int(raw.get("window", 8)), tuple((str(a), str(b)) for a, b in examples), int(raw.get("scope", 60)),
+            _compile(raw.get("hit"), f"{where}: hit")))
     return tuple(rules)
 
 
