@@ -1,14 +1,17 @@
-"""Choose the `balanced` profile's band on the DEV split: the cheapest routing within a F1 budget of accurate.
+"""Choose the `balanced` profile's band on the DEV split: the cheapest routing within budgets of accurate.
 
 Scores every dev text once with both served text models (`text_moderation`, `text_semantic`), then
 for every candidate `BalancedRouting` (low, high, escalate_targeted, target_floor on a grid) computes
 what the router would answer (`services.router.profiles.escalated`, the router's own function, and the
-policy's evaluate) and the macro F1 and escalated share. Prints JSON: the whole frontier and the
-setting with the smallest escalated share whose macro F1 is within `--f1-budget` of accurate's (the
-budget is kept below the issue's 0.03 so that the test split has room). Copy the chosen values into the
-policy's `balanced:` block; the test split is never read here::
+policy's evaluate): the macro F1, the hard-negative false-positive rate and the escalated share.
+Prints JSON: the frontier and the setting with the smallest escalated share whose macro F1 is within
+`--f1-budget` of accurate's and, with `--fpr-budget`, whose hard-negative FPR is at most that much
+above accurate's (balanced should be wrong on benign text about as rarely as accurate, not only
+score as well). `high` 1.0 means the fast model alone never flags a text: everything it scores at
+`low` or more gets the second opinion. Copy the chosen values into the policy's `balanced:` block;
+the test split is never read here::
 
-    python -m bench.balanced_band --lang en
+    python -m bench.balanced_band --lang en --f1-budget 0.03 --fpr-budget 0.02
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 
 from bench.corpus import load_corpus
 from bench.quality import DEFAULT_POLICY, fired_categories, load_model, score
-from bench.quality_metrics import category_report
+from bench.quality_metrics import category_report, hard_negative_fpr
 from services.common.serving.model_repository import DEFAULT_ROOT
 from services.common.taxonomy import TEXT_CATEGORIES
 from services.router.control.versions import compile_stored_policy
@@ -32,7 +35,7 @@ from services.router.policy import BalancedRouting
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL, escalated
 
 LOWS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35)
-HIGHS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+HIGHS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 FLOORS = (0.0, 0.05, 0.1, 0.2, 0.3)
 
 
@@ -57,32 +60,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY)
     parser.add_argument("--repository", type=Path, default=DEFAULT_ROOT)
     parser.add_argument("--f1-budget", type=float, default=0.02, help="allowed dev macro-F1 loss against accurate")
+    parser.add_argument("--fpr-budget", type=float, default=None,
+                        help="allowed dev hard-negative FPR above accurate's (default: not a criterion)")
     args = parser.parse_args(argv)
     policy = compile_stored_policy(args.policy.read_text(encoding="utf-8"), str(args.policy))
     rows = load_corpus([args.lang], "dev")
     texts = [r.text for r in rows]
     templates, labels = [r.template for r in rows], [r.labels for r in rows]
+    hard = [r.hard_negative for r in rows]
+
+    def fpr(fired: Sequence[tuple[str, ...]]) -> float:
+        return float(hard_negative_fpr(templates, labels, fired, hard, resamples=0)["fpr"] or 0.0)
+
     print(f"[balanced_band] scoring {len(texts)} dev texts with both models", file=sys.stderr, flush=True)
     fast = score(load_model(FAST_MODEL, args.repository), texts)
     semantic = score(load_model(SEMANTIC_MODEL, args.repository), texts)
     fired_fast = [fired_categories(policy, t, r) for t, r in zip(texts, fast.rows)]
     fired_semantic = [fired_categories(policy, t, r) for t, r in zip(texts, semantic.rows)]
-    accurate = macro_f1(templates, labels, fired_semantic)
+    accurate, accurate_fpr = macro_f1(templates, labels, fired_semantic), fpr(fired_semantic)
     frontier: list[dict[str, Any]] = []
     for routing in candidates():
         chosen = set(escalated("balanced", fast.rows, routing, policy.acting_categories))
         fired = [fired_semantic[i] if i in chosen else fired_fast[i] for i in range(len(texts))]
         frontier.append({"low": routing.low, "high": routing.high, "escalate_targeted": routing.escalate_targeted,
                          "target_floor": routing.target_floor, "escalated_share": round(len(chosen) / len(texts), 4),
-                         "macro_f1": round(macro_f1(templates, labels, fired), 4)})
-    within = [f for f in frontier if accurate - f["macro_f1"] <= args.f1_budget]
+                         "macro_f1": round(macro_f1(templates, labels, fired), 4),
+                         "hard_negative_fpr": round(fpr(fired), 4)})
+    within = [f for f in frontier if accurate - f["macro_f1"] <= args.f1_budget
+              and (args.fpr_budget is None or f["hard_negative_fpr"] - accurate_fpr <= args.fpr_budget)]
     best = min(within, key=lambda f: (f["escalated_share"], -f["macro_f1"])) if within else None
     frontier.sort(key=lambda f: (f["escalated_share"], -f["macro_f1"]))
     print(json.dumps({"command": " ".join(["python -m bench.balanced_band", *(argv or sys.argv[1:])]),
                       "split": "dev", "lang": args.lang, "texts": len(texts),
-                      "accurate_macro_f1": round(accurate, 4),
+                      "accurate_macro_f1": round(accurate, 4), "accurate_hard_negative_fpr": round(accurate_fpr, 4),
                       "fast_macro_f1": round(macro_f1(templates, labels, fired_fast), 4),
-                      "f1_budget": args.f1_budget, "chosen": best, "frontier": frontier[:40]}, indent=1))
+                      "f1_budget": args.f1_budget, "fpr_budget": args.fpr_budget, "chosen": best, "frontier": frontier[:40]}, indent=1))
     return 0
 
 
