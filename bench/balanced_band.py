@@ -53,6 +53,26 @@ def candidates() -> list[BalancedRouting]:
     return out
 
 
+def choose(frontier: Sequence[dict[str, Any]], accurate_f1: float, accurate_fpr: float, f1_budget: float,
+           fpr_budget: float | None) -> dict[str, Any] | None:
+    """The frontier entry with the smallest escalated share (then the best macro F1) whose macro F1 is at
+    most `f1_budget` below accurate's and, unless `fpr_budget` is None, whose hard-negative FPR is at most
+    `fpr_budget` above accurate's; None when no entry qualifies.
+
+    Example::
+
+        >>> cheap = {"escalated_share": 0.2, "macro_f1": 0.88, "hard_negative_fpr": 0.20}
+        >>> wide = {"escalated_share": 0.5, "macro_f1": 0.88, "hard_negative_fpr": 0.13}
+        >>> choose([cheap, wide], 0.89, 0.12, 0.03, None) is cheap
+        True
+        >>> choose([cheap, wide], 0.89, 0.12, 0.03, 0.02) is wide
+        True
+    """
+    within = [f for f in frontier if accurate_f1 - f["macro_f1"] <= f1_budget
+              and (fpr_budget is None or f["hard_negative_fpr"] - accurate_fpr <= fpr_budget)]
+    return min(within, key=lambda f: (f["escalated_share"], -f["macro_f1"])) if within else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.balanced_band", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,15 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "target_floor": routing.target_floor, "escalated_share": round(len(chosen) / len(texts), 4),
                          "macro_f1": round(macro_f1(templates, labels, fired), 4),
                          "hard_negative_fpr": round(fpr(fired), 4)})
-    within = [f for f in frontier if accurate - f["macro_f1"] <= args.f1_budget
-              and (args.fpr_budget is None or f["hard_negative_fpr"] - accurate_fpr <= args.fpr_budget)]
-    best = min(within, key=lambda f: (f["escalated_share"], -f["macro_f1"])) if within else None
+    best = choose(frontier, accurate, accurate_fpr, args.f1_budget, args.fpr_budget)
     frontier.sort(key=lambda f: (f["escalated_share"], -f["macro_f1"]))
     print(json.dumps({"command": " ".join(["python -m bench.balanced_band", *(argv or sys.argv[1:])]),
                       "split": "dev", "lang": args.lang, "texts": len(texts),
                       "accurate_macro_f1": round(accurate, 4), "accurate_hard_negative_fpr": round(accurate_fpr, 4),
                       "fast_macro_f1": round(macro_f1(templates, labels, fired_fast), 4),
-                      "f1_budget": args.f1_budget, "fpr_budget": args.fpr_budget, "chosen": best, "frontier": frontier[:40]}, indent=1))
+                      "f1_budget": args.f1_budget, "fpr_budget": args.fpr_budget, "chosen": best,
+                      "frontier": frontier[:40]}, indent=1))
     return 0
 
 
