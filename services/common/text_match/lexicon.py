@@ -387,8 +387,9 @@ class _Context:
     def other_word(self, term: str, start: int, end: int) -> bool:
         """True when [start, end) is all Han, differs from `term` and is exactly one segmented
         dictionary word or an ordinary phrase of `_ORDINARY_PHRASES` (你妈 / 尼玛): an ordinary word
-        that merely sounds like a listed term (柜子 / 鬼子, 事实 / 逝世). Evaders write non-words (沙币, 费物); a homophone word that IS an evasion (紫砂 for
-        自杀) is listed in the variant words (zh_variants.json) and matched in the variant view."""
+        that merely sounds like a listed term (柜子 / 鬼子, 事实 / 逝世). Evaders write non-words
+        (沙币, 费物); a homophone word that IS an evasion (紫砂 for 自杀) is listed in the variant words
+        (zh_variants.json) and matched in the variant view."""
         span = self._haystack[start:end]
         if span == term or end - start < 2 or not all(_is_cjk(c) for c in span):
             return False
