@@ -26,7 +26,7 @@ import bisect
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
@@ -35,7 +35,7 @@ import ahocorasick
 
 from services.common.contracts.text import LexiconHit
 from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category
-from services.common.text_match.normalize import NormalizedText, normalize
+from services.common.text_match.normalize import NormalizedText, normalize, visible_chars
 from services.common.text_match.scripts import is_word_char
 from services.common.text_match.zh_contact import contact_spans
 from services.common.text_match.zh_clauses import clause_normalize
@@ -248,9 +248,20 @@ class Lexicon:
             >>> lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "mine")])
             >>> [(m.start, m.end, m.matched_text) for m in lexicon.find(normalize("你个傻　.　逼"))]
             [(2, 7, '傻　.　逼')]
+
+        Zero-width and other invisible characters hide nothing: the matcher reads the text as sent
+        without them (`normalize.visible_chars`), and spans still point into the text as sent.
         """
         if not text.text:
             return []
+        visible = _visible_view(text)
+        if visible is None:
+            return self._find(text)
+        view, kept = visible
+        return [_restore(match, kept, text.original) for match in self._find(view)]
+
+    def _find(self, text: NormalizedText) -> list[Match]:
+        """`find` for a text whose original holds no invisible characters."""
         best: dict[tuple[str, int, int], Match] = {}
         views = [text]
         if self._rules or self._contexts:  # the default lexicon: also the emoji/split-character view
@@ -416,6 +427,33 @@ class _Context:
 
 #: English plural endings a listed Latin word also matches with (and the segmenter keeps whole)
 PLURAL_SUFFIXES = ("s", "es")
+
+
+def _visible_view(text: NormalizedText) -> tuple[NormalizedText, tuple[int, ...]] | None:
+    """`text` with its original freed of invisible characters (offsets moved along), and per visible
+    character its index in the original; None when the original has none.
+
+    Everything that reads the original (contact details, context words, the clause and emoji views)
+    then reads it as the normalised text does: "Q<ZWSP>Q：haoyun888" is a QQ contact, "哈<ZWSP>哈" is
+    laughter. Only needed there: `normalize()` already drops these characters from `text.text`."""
+    stripped = visible_chars(text.original)
+    if stripped is None:
+        return None
+    chars, kept = stripped
+    moved = {original: visible for visible, original in enumerate(kept)}
+    try:
+        offsets = tuple(moved[o] for o in text.offsets)
+        ends = None if text.ends is None else tuple(moved[e - 1] + 1 for e in text.ends)
+    except KeyError:  # a view whose characters stand for an invisible one: read it as it is
+        return None
+    return NormalizedText(text.text, offsets, chars, ends), kept
+
+
+def _restore(match: Match, kept: tuple[int, ...], original: str) -> Match:
+    """`match` found in the visible view, with its span moved back into the original text as sent."""
+    start = kept[match.start] if match.start < len(kept) else len(original)
+    end = kept[match.end - 1] + 1 if match.end > match.start else start
+    return replace(match, start=start, end=end, matched_text=original[start:end])
 
 
 def _plural_end(haystack: str, position: int) -> int | None:

@@ -108,6 +108,38 @@ def test_invalid_space_is_rejected() -> None:
         LexiconEntry("傻逼", "profanity", 2, "t", spaces=("sound",))
 
 
+ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
+
+
+def _zero_width_between(text: str, offset: int = 0) -> str:
+    return text[0] + "".join(ZERO_WIDTH[(offset + i) % len(ZERO_WIDTH)] + c for i, c in enumerate(text[1:]))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("详情QQ：haoyun888", {"spam"}),  # the contact rule reads the text as sent: QQ split by a ZWSP is still QQ
+    ("加微信 ab8866123 领福利", {"spam"}),
+    ("哈哈哈你真是个沙雕", set()),  # the affection context (哈哈) reads the text as sent too
+    ("你就是个废物", {"harassment"}),
+    ("“你怎么还不去死”这种话可能会害死人", set()),  # quoted counter-speech
+])
+def test_zero_width_characters_hide_nothing_from_any_view(text: str, expected: set[str]) -> None:
+    lexicon = Lexicon.load()
+    plain = {m.category for m in lexicon.find(normalize(text))}
+    assert plain == expected
+    for offset in range(len(ZERO_WIDTH)):
+        evaded = _zero_width_between(text, offset)
+        matches = lexicon.find(normalize(evaded))
+        assert {m.category for m in matches} == expected, evaded
+        for m in matches:  # spans point into the text as sent, zero-width characters and all
+            assert evaded[m.start:m.end] == m.matched_text and not m.matched_text.startswith(ZERO_WIDTH)
+
+
+def test_zero_width_spans_are_the_spans_of_the_text_as_sent() -> None:
+    lexicon = Lexicon.load()
+    text = "加\u200b薇\u200c信 ab8866123"
+    assert ("spam", "薇\u200c信 ab8866123") in _hits(lexicon, text)
+
+
 def test_default_lexicon_loads_the_chinese_lists() -> None:
     lexicon = Lexicon.load()
     assert ("violence", "弄死你") in _hits(lexicon, "我今天就弄死你")
