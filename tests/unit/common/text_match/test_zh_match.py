@@ -58,6 +58,23 @@ def test_initials_space_only_for_flagged_entries() -> None:
     assert _hits(flagged, "nmslx is a file") == []  # Latin edge must not touch another letter
 
 
+@pytest.mark.parametrize(("text", "category", "surface"), [
+    ("cnmlgb", "harassment", "cnmlgb"),  # 操你妈了个逼 holds 你: its own target
+    ("楼主nmlgb", "harassment", "nmlgb"),
+    ("你个sqj", "harassment", "sqj"),  # 死全家, aimed at someone
+    ("主播qjsg", "harassment", "qjsg"),
+    ("这什么smjb玩意", "profanity", "smjb"),
+])
+def test_default_lexicon_curse_initials(text: str, category: str, surface: str) -> None:
+    assert (category, surface) in _hits(Lexicon.load(), text)
+
+
+@pytest.mark.parametrize("text", ["sqj", "今天去了一趟sm超市", "cnmlgbx.tar.gz"])
+def test_default_lexicon_curse_initials_benign(text: str) -> None:
+    # 死全家 needs someone addressed; an initials run must be a whole Latin token
+    assert not {c for c, _ in _hits(Lexicon.load(), text)} & {"harassment", "profanity"}
+
+
 def test_find_pinyin_respects_latin_boundaries() -> None:
     assert find_pinyin("chaos", term_syllables("操"), initials=False) == []
     assert find_pinyin("cao你妈", term_syllables("操你妈"), initials=False) == [(0, 5)]
