@@ -26,7 +26,7 @@ import bisect
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
@@ -35,12 +35,12 @@ import ahocorasick
 
 from services.common.contracts.text import LexiconHit
 from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category
-from services.common.text_match.normalize import NormalizedText, normalize
+from services.common.text_match.normalize import NormalizedText, normalize, visible_chars
 from services.common.text_match.scripts import is_word_char
 from services.common.text_match.zh_contact import contact_spans
 from services.common.text_match.zh_clauses import clause_normalize
-from services.common.text_match.zh_context import (ContextRule, addressed, load_contexts, quoted_in_view,
-                                                   suppressing_context)
+from services.common.text_match.zh_context import (ContextRule, addressed, load_contexts, load_ordinary_phrases,
+                                                   quoted_in_view, suppressing_context)
 from services.common.text_match.zh_pinyin import LatinSpellings, StartIndex, find_pinyin, term_syllables
 from services.common.text_match.zh_rules import Rule, find_rules, load_rules
 from services.common.text_match.zh_segment import cuts_word, word_spans
@@ -131,13 +131,15 @@ class _Pattern:
 class Lexicon:
     """An immutable compiled blocklist. Create it with `Lexicon.build` or `Lexicon.load`."""
 
-    __slots__ = ("_automaton", "_contact_rule", "_contexts", "_entries", "_phonetic", "_phonetic_keys", "_rules",
-                 "_spellings", "_version")
+    __slots__ = ("_automaton", "_contact_rule", "_contexts", "_entries", "_ordinary", "_phonetic", "_phonetic_keys",
+                 "_rules", "_spellings", "_version")
 
     _automaton: Any
     _contact_rule: bool
     _contexts: tuple[ContextRule, ...]
     _entries: tuple[LexiconEntry, ...]
+    #: ordinary phrases a phonetic hit may not be (你妈 / 尼玛), from the context data
+    _ordinary: frozenset[str]
     _phonetic: tuple[tuple[tuple[str, ...], LexiconEntry, str], ...]
     #: per phonetic entry (same order), the StartIndex.first_keys it can begin at; None: always tried
     _phonetic_keys: tuple[frozenset[str] | None, ...]
@@ -148,13 +150,14 @@ class Lexicon:
 
     def __init__(self, automaton: Any, entries: tuple[LexiconEntry, ...], version: str,
                  contact_rule: bool = False, rules: tuple[Rule, ...] = (),
-                 contexts: tuple[ContextRule, ...] = ()) -> None:
+                 contexts: tuple[ContextRule, ...] = (), ordinary_phrases: frozenset[str] = frozenset()) -> None:
         object.__setattr__(self, "_automaton", automaton)
         object.__setattr__(self, "_entries", entries)
         object.__setattr__(self, "_version", version)
         object.__setattr__(self, "_contact_rule", contact_rule)
         object.__setattr__(self, "_rules", rules)
         object.__setattr__(self, "_contexts", contexts)
+        object.__setattr__(self, "_ordinary", ordinary_phrases)
         object.__setattr__(self, "_phonetic", tuple(  # (syllables, entry, normalised term)
             (term_syllables(term), e, term) for e, term in ((e, normalize(e.term).text) for e in entries)
             if "pinyin" in e.spaces or "initials" in e.spaces))
@@ -167,14 +170,15 @@ class Lexicon:
 
     @classmethod
     def build(cls, entries: Iterable[LexiconEntry], *, contact_rule: bool = False, rules: tuple[Rule, ...] = (),
-              contexts: tuple[ContextRule, ...] = ()) -> Lexicon:
+              contexts: tuple[ContextRule, ...] = (), ordinary_phrases: frozenset[str] = frozenset()) -> Lexicon:
         """Normalise every term and compile the automaton.
 
         Raises ValueError for an entry whose term normalises to nothing (only separators or
         format characters). `contact_rule` adds spam hits for obfuscated contacts (zh_contact.py),
         `rules` Chinese phrase rules (zh_rules.py) and `contexts` the context rules that suppress hits
-        in reporting, quoting, medical... text (zh_context.py): the default lexicon has all three,
-        tenant blocklists none. Example::
+        in reporting, quoting, medical... text (zh_context.py), `ordinary_phrases` the Han phrases a
+        pinyin hit may not be (你妈 sounds like 尼玛, zh_context.parse_ordinary_phrases): the default
+        lexicon has all four, tenant blocklists none. Example::
 
             lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "mine")])
         """
@@ -191,10 +195,11 @@ class Lexicon:
         if grouped:
             automaton.make_automaton()
         version = _content_version(ordered)
-        if rules or contexts:  # the rule and context data are part of what the lexicon matches
-            extra = json.dumps([[r.id, r.pattern.pattern] for r in rules] + [[c.id] for c in contexts], ensure_ascii=False)
+        if rules or contexts or ordinary_phrases:  # the rule and context data are part of what the lexicon matches
+            extra = json.dumps([[r.id, r.pattern.pattern] for r in rules] + [[c.id] for c in contexts]
+                               + ([sorted(ordinary_phrases)] if ordinary_phrases else []), ensure_ascii=False)
             version = hashlib.sha256((version + extra).encode("utf-8")).hexdigest()[:16]
-        return cls(automaton, ordered, version, contact_rule, rules, contexts)
+        return cls(automaton, ordered, version, contact_rule, rules, contexts, ordinary_phrases)
 
     @classmethod
     def load(cls, path: Path = DEFAULT_LEXICON_PATH) -> Lexicon:
@@ -202,7 +207,7 @@ class Lexicon:
 
         `includes` names sibling files of the same format whose entries are added (the project's
         Chinese lists, data/zh_terms.json); `contact_rule: true` in any of them enables zh_contact,
-        `zh_rules: true` the phrase rules (data/zh_rules.json) and context rules
+        `zh_rules: true` the phrase rules (data/zh_rules.json), context rules and ordinary phrases
         (data/zh_context_rules.json).
         """
         entries: list[LexiconEntry] = []
@@ -219,7 +224,8 @@ class Lexicon:
                     raise ValueError(f"{document_path}: entries[{index}]: {error}") from error
         if not zh_rules:
             return cls.build(entries, contact_rule=contact_rule)
-        return cls.build(entries, contact_rule=contact_rule, rules=load_rules(), contexts=load_contexts())
+        return cls.build(entries, contact_rule=contact_rule, rules=load_rules(), contexts=load_contexts(),
+                         ordinary_phrases=load_ordinary_phrases())
 
     @property
     def entries(self) -> tuple[LexiconEntry, ...]:
@@ -242,9 +248,20 @@ class Lexicon:
             >>> lexicon = Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "mine")])
             >>> [(m.start, m.end, m.matched_text) for m in lexicon.find(normalize("你个傻　.　逼"))]
             [(2, 7, '傻　.　逼')]
+
+        Zero-width and other invisible characters hide nothing: the matcher reads the text as sent
+        without them (`normalize.visible_chars`), and spans still point into the text as sent.
         """
         if not text.text:
             return []
+        visible = _visible_view(text)
+        if visible is None:
+            return self._find(text)
+        view, kept = visible
+        return [_restore(match, kept, text.original) for match in self._find(view)]
+
+    def _find(self, text: NormalizedText) -> list[Match]:
+        """`find` for a text whose original holds no invisible characters."""
         best: dict[tuple[str, int, int], Match] = {}
         views = [text]
         if self._rules or self._contexts:  # the default lexicon: also the emoji/split-character view
@@ -273,7 +290,7 @@ class Lexicon:
         """Add the hits in one view of the text to `best` (keyed by category and original span):
         listed words (automaton and pinyin) when `words`, phrase rules when `rules`."""
         haystack = text.text
-        context = _Context(haystack, self._contexts, text)
+        context = _Context(haystack, self._contexts, text, self._ordinary)
 
         def keep(category: str, term: str, severity: int, source: str, max_action: str | None,
                  start: int, end: int) -> None:
@@ -335,10 +352,6 @@ class Lexicon:
                      hit.start, hit.end)
 
 
-#: ordinary phrases the segmenter cuts in two that merely sound like a listed term: "your mum" (你妈)
-#: reads as 尼玛, but 你妈知道吗 / 回家问问你妈 are family talk (the abusive uses have entries of
-#: their own: 你妈的, 你妈死了, 你妈逼... and still match); 我口 (给我口水) reads as 倭寇
-_ORDINARY_PHRASES = frozenset({"你妈", "您妈", "我口"})
 #: rule hits this short (code points) must not cut a segmented word, like lexicon terms
 _SHORT_RULE_HIT = 3
 #: characters of the original text around a hit that context rules' `text` conditions see
@@ -349,9 +362,10 @@ class _Context:
     """Per-text context checks, computed lazily (most texts need neither segmentation nor target)."""
 
     def __init__(self, haystack: str, contexts: tuple[ContextRule, ...] = (),
-                 view: NormalizedText | None = None) -> None:
+                 view: NormalizedText | None = None, ordinary_phrases: frozenset[str] = frozenset()) -> None:
         self._haystack = haystack
         self._contexts = contexts
+        self._ordinary = ordinary_phrases
         self._view = view
         self._quoted: list[tuple[int, int]] | None = None
         self._spans: list[tuple[int, int]] | None = None
@@ -386,14 +400,14 @@ class _Context:
 
     def other_word(self, term: str, start: int, end: int) -> bool:
         """True when [start, end) is all Han, differs from `term` and is exactly one segmented
-        dictionary word or an ordinary phrase of `_ORDINARY_PHRASES` (你妈 / 尼玛): an ordinary word
-        that merely sounds like a listed term (柜子 / 鬼子, 事实 / 逝世). Evaders write non-words
-        (沙币, 费物); a homophone word that IS an evasion (紫砂 for 自杀) is listed in the variant words
-        (zh_variants.json) and matched in the variant view."""
+        dictionary word or one of the ordinary phrases (你妈 / 尼玛: `ordinary_phrases` in
+        data/zh_context_rules.json): an ordinary word that merely sounds like a listed term (柜子 /
+        鬼子, 事实 / 逝世). Evaders write non-words (沙币, 费物); a homophone word that IS an evasion
+        (紫砂 for 自杀) is listed in the variant words (zh_variants.json) and matched in the variant view."""
         span = self._haystack[start:end]
         if span == term or end - start < 2 or not all(_is_cjk(c) for c in span):
             return False
-        if span in _ORDINARY_PHRASES:
+        if span in self._ordinary:
             return True
         if self._spans is None:
             self._spans = word_spans(self._haystack)
@@ -413,6 +427,33 @@ class _Context:
 
 #: English plural endings a listed Latin word also matches with (and the segmenter keeps whole)
 PLURAL_SUFFIXES = ("s", "es")
+
+
+def _visible_view(text: NormalizedText) -> tuple[NormalizedText, tuple[int, ...]] | None:
+    """`text` with its original freed of invisible characters (offsets moved along), and per visible
+    character its index in the original; None when the original has none.
+
+    Everything that reads the original (contact details, context words, the clause and emoji views)
+    then reads it as the normalised text does: "Q<ZWSP>Q：haoyun888" is a QQ contact, "哈<ZWSP>哈" is
+    laughter. Only needed there: `normalize()` already drops these characters from `text.text`."""
+    stripped = visible_chars(text.original)
+    if stripped is None:
+        return None
+    chars, kept = stripped
+    moved = {original: visible for visible, original in enumerate(kept)}
+    try:
+        offsets = tuple(moved[o] for o in text.offsets)
+        ends = None if text.ends is None else tuple(moved[e - 1] + 1 for e in text.ends)
+    except KeyError:  # a view whose characters stand for an invisible one: read it as it is
+        return None
+    return NormalizedText(text.text, offsets, chars, ends), kept
+
+
+def _restore(match: Match, kept: tuple[int, ...], original: str) -> Match:
+    """`match` found in the visible view, with its span moved back into the original text as sent."""
+    start = kept[match.start] if match.start < len(kept) else len(original)
+    end = kept[match.end - 1] + 1 if match.end > match.start else start
+    return replace(match, start=start, end=end, matched_text=original[start:end])
 
 
 def _plural_end(haystack: str, position: int) -> int | None:

@@ -41,7 +41,7 @@ from functools import lru_cache
 
 from services.common.text_match.scripts import CJK_RANGES, is_cjk, is_word_char
 
-__all__ = ["NormalizedText", "normalize"]
+__all__ = ["NormalizedText", "normalize", "visible_chars"]
 
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 _LEET_INTERIOR = {"!": "i"}  # only between two letters or digits: "b!tch" yes, "hello!" and "hi!!" no
@@ -140,6 +140,34 @@ def normalize(text: str) -> NormalizedText:
     folded, offsets = _fold_separators(folded, offsets)
     folded, offsets = _collapse_repeats(folded, offsets)
     return NormalizedText(folded, tuple(offsets), text)
+
+
+def visible_chars(text: str) -> tuple[str, tuple[int, ...]] | None:
+    """`text` without its invisible characters (format characters such as the zero-width space,
+    joiner and non-joiner, word joiner and BOM; control characters other than whitespace), and per
+    character kept its index in `text`; None when there are none (almost every text).
+
+    `normalize()` drops these characters itself; matching code that also reads the text as sent
+    (contact details, context words, clause punctuation, emoji) reads this instead, so a zero-width
+    character between 微 and 信 or between 哈 and 哈 hides nothing there either.
+
+    Example::
+
+        >>> visible_chars("Q\u200bQ：1"), visible_chars("QQ")
+        (('QQ：1', (0, 2, 3, 4)), None)
+    """
+    if text.isprintable():  # fast path: no format (Cf) or control (Cc) character at all
+        return None
+    kept = tuple(index for index, char in enumerate(text) if not _invisible(char))
+    if len(kept) == len(text):
+        return None
+    return "".join(text[index] for index in kept), kept
+
+
+@lru_cache(maxsize=65536)
+def _invisible(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category == "Cf" or (category == "Cc" and not char.isspace())
 
 
 def _fold_chars(text: str) -> tuple[str, list[int]]:

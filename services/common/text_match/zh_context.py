@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ADDRESSEES_PATH", "CONTEXTS_PATH", "ContextRule", "addressed", "load_contexts", "parse_contexts",
-           "quoted_in_view", "quoted_spans", "suppressing_context"]
+__all__ = ["ADDRESSEES_PATH", "CONTEXTS_PATH", "ContextRule", "addressed", "load_contexts", "load_ordinary_phrases",
+           "parse_contexts", "parse_ordinary_phrases", "quoted_in_view", "quoted_spans", "suppressing_context"]
 
 ADDRESSEES_PATH = Path(__file__).resolve().parent / "data" / "zh_addressees.json"
 
@@ -43,6 +43,7 @@ def addressed(normalised: str) -> bool:
 # --- Context rules: when a hit is not an attack (data/zh_context_rules.json) ------------------------
 
 CONTEXTS_PATH = Path(__file__).resolve().parent / "data" / "zh_context_rules.json"
+_HAN_ONLY = re.compile("[\u3400-\u9fff\uf900-\ufaff]+")
 _QUOTES = {"“": "”", "「": "」", "『": "』", "\"": "\"", "《": "》", "‘": "’"}
 
 
@@ -113,8 +114,33 @@ def _compile(raw: Any, where: str) -> re.Pattern[str] | None:
         raise ValueError(f"{where}: invalid pattern {raw!r}: {error}") from error
 
 
+def parse_ordinary_phrases(document: dict[str, Any], path: Path | str = "<contexts>") -> frozenset[str]:
+    """The `ordinary_phrases` of a context-rules document, validated; errors name the file and key.
+
+    Each is a phrase of two or more Han characters that is ordinary talk although it sounds like a
+    listed term (你妈 reads as 尼玛): a pinyin hit on exactly such a phrase is no evasion (see
+    `Lexicon`'s homophone check). A document without the key has none.
+
+    Example::
+
+        >>> sorted(parse_ordinary_phrases({"ordinary_phrases": ["你妈"]}))
+        ['你妈']
+    """
+    raw = document.get("ordinary_phrases", [])
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: ordinary_phrases: must be a list of Han phrases, got {type(raw).__name__}")
+    for index, phrase in enumerate(raw):
+        # the homophone check only ever looks at all-Han spans of two or more characters
+        if not isinstance(phrase, str) or len(phrase) < 2 or not _HAN_ONLY.fullmatch(phrase):
+            raise ValueError(f"{path}: ordinary_phrases[{index}]: must be a phrase of two or more Han characters, "
+                             f"got {phrase!r}")
+    return frozenset(raw)
+
+
 def parse_contexts(document: dict[str, Any], path: Path | str = "<contexts>") -> tuple[ContextRule, ...]:
-    """Validate and compile a context-rules document; errors name the file and key."""
+    """Validate and compile a context-rules document; errors name the file and key. The document's
+    `ordinary_phrases` are validated too (`parse_ordinary_phrases`), so a broken file fails on load."""
+    parse_ordinary_phrases(document, path)
     rules: list[ContextRule] = []
     for index, raw in enumerate(document.get("contexts", [])):
         where = f"{path}: contexts[{index}]"
@@ -144,6 +170,12 @@ def parse_contexts(document: dict[str, Any], path: Path | str = "<contexts>") ->
 def load_contexts(path: Path = CONTEXTS_PATH) -> tuple[ContextRule, ...]:
     """The compiled context rules of a file (cached per path)."""
     return parse_contexts(json.loads(Path(path).read_text(encoding="utf-8")), path)
+
+
+@lru_cache(maxsize=4)
+def load_ordinary_phrases(path: Path = CONTEXTS_PATH) -> frozenset[str]:
+    """The ordinary phrases of a context-rules file (cached per path), see `parse_ordinary_phrases`."""
+    return parse_ordinary_phrases(json.loads(Path(path).read_text(encoding="utf-8")), path)
 
 
 def quoted_spans(text: str) -> list[tuple[int, int]]:

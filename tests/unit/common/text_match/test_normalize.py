@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.text_match.normalize import NormalizedText, normalize
+from services.common.text_match.normalize import NormalizedText, normalize, visible_chars
 
 
 def surface(text: str, needle: str) -> str:
@@ -86,6 +86,14 @@ def test_zero_width_characters_inside_a_word_are_dropped() -> None:
     normalized = normalize(text)
     assert normalized.text == "fuck off"
     assert normalized.original_text(0, 4) == "fu\u200bc\u200dk"
+
+
+def test_visible_chars_drops_format_and_control_characters_and_keeps_whitespace() -> None:
+    text = "微\u200b信\u200c：\u2060a\ufeffb\u200d1\x07\n2"
+    stripped, kept = visible_chars(text)  # type: ignore[misc]
+    assert stripped == "微信：ab1\n2"
+    assert [text[i] for i in kept] == list(stripped)
+    assert visible_chars("傻逼 ab\n12") is None and visible_chars("") is None
 
 
 def test_control_characters_dropped_and_whitespace_collapsed() -> None:

@@ -58,6 +58,23 @@ def test_initials_space_only_for_flagged_entries() -> None:
     assert _hits(flagged, "nmslx is a file") == []  # Latin edge must not touch another letter
 
 
+@pytest.mark.parametrize(("text", "category", "surface"), [
+    ("cnmlgb", "harassment", "cnmlgb"),  # 操你妈了个逼 holds 你: its own target
+    ("楼主nmlgb", "harassment", "nmlgb"),
+    ("你个sqj", "harassment", "sqj"),  # 死全家, aimed at someone
+    ("主播qjsg", "harassment", "qjsg"),
+    ("这什么smjb玩意", "profanity", "smjb"),
+])
+def test_default_lexicon_curse_initials(text: str, category: str, surface: str) -> None:
+    assert (category, surface) in _hits(Lexicon.load(), text)
+
+
+@pytest.mark.parametrize("text", ["sqj", "今天去了一趟sm超市", "cnmlgbx.tar.gz"])
+def test_default_lexicon_curse_initials_benign(text: str) -> None:
+    # 死全家 needs someone addressed; an initials run must be a whole Latin token
+    assert not {c for c, _ in _hits(Lexicon.load(), text)} & {"harassment", "profanity"}
+
+
 def test_find_pinyin_respects_latin_boundaries() -> None:
     assert find_pinyin("chaos", term_syllables("操"), initials=False) == []
     assert find_pinyin("cao你妈", term_syllables("操你妈"), initials=False) == [(0, 5)]
@@ -106,6 +123,38 @@ def test_contact_rule_only_when_enabled() -> None:
 def test_invalid_space_is_rejected() -> None:
     with pytest.raises(ValueError, match="spaces"):
         LexiconEntry("傻逼", "profanity", 2, "t", spaces=("sound",))
+
+
+ZERO_WIDTH = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff")
+
+
+def _zero_width_between(text: str, offset: int = 0) -> str:
+    return text[0] + "".join(ZERO_WIDTH[(offset + i) % len(ZERO_WIDTH)] + c for i, c in enumerate(text[1:]))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("详情QQ：haoyun888", {"spam"}),  # the contact rule reads the text as sent: QQ split by a ZWSP is still QQ
+    ("加微信 ab8866123 领福利", {"spam"}),
+    ("哈哈哈你真是个沙雕", set()),  # the affection context (哈哈) reads the text as sent too
+    ("你就是个废物", {"harassment"}),
+    ("“你怎么还不去死”这种话可能会害死人", set()),  # quoted counter-speech
+])
+def test_zero_width_characters_hide_nothing_from_any_view(text: str, expected: set[str]) -> None:
+    lexicon = Lexicon.load()
+    plain = {m.category for m in lexicon.find(normalize(text))}
+    assert plain == expected
+    for offset in range(len(ZERO_WIDTH)):
+        evaded = _zero_width_between(text, offset)
+        matches = lexicon.find(normalize(evaded))
+        assert {m.category for m in matches} == expected, evaded
+        for m in matches:  # spans point into the text as sent, zero-width characters and all
+            assert evaded[m.start:m.end] == m.matched_text and not m.matched_text.startswith(ZERO_WIDTH)
+
+
+def test_zero_width_spans_are_the_spans_of_the_text_as_sent() -> None:
+    lexicon = Lexicon.load()
+    text = "加\u200b薇\u200c信 ab8866123"
+    assert ("spam", "薇\u200c信 ab8866123") in _hits(lexicon, text)
 
 
 def test_default_lexicon_loads_the_chinese_lists() -> None:

@@ -16,7 +16,8 @@ import pytest
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_clauses import clause_normalize
-from services.common.text_match.zh_context import load_contexts, parse_contexts, quoted_spans
+from services.common.text_match.zh_context import (load_contexts, load_ordinary_phrases, parse_contexts,
+                                                   parse_ordinary_phrases, quoted_spans)
 from services.common.text_match.zh_rules import load_rules, parse_rules
 from services.common.text_match.zh_variants import variant_view
 
@@ -125,6 +126,27 @@ def test_rules_file_errors_name_the_file_and_key(tmp_path: Path) -> None:
         parse_rules({"slots": {}, "rules": [{"id": "r1", "category": "rude", "pattern": "a"}]}, "x.json")
     with pytest.raises(ValueError, match=r"contexts\[0\] \(c1\): kind"):
         parse_contexts({"contexts": [{"id": "c1", "kind": "odd", "suppresses": ["hate"], "text": "a"}]}, "y.json")
+
+
+def test_ordinary_phrases_come_from_the_context_data_and_drop_homophone_hits() -> None:
+    assert {"你妈", "您妈", "我口"} <= load_ordinary_phrases()
+    without = Lexicon.build(lexicon().entries, contact_rule=True, rules=load_rules(), contexts=CONTEXTS)
+    # 你妈 reads as 尼玛: family talk is a pinyin hit only without the ordinary phrases
+    assert "profanity" in categories("你妈知道吗", without)
+    assert "profanity" not in categories("你妈知道吗")
+    # the abusive uses are entries of their own and still match
+    assert {"harassment", "profanity"} <= categories("你妈的")
+    assert lexicon().version != without.version  # the phrases are part of what the lexicon matches
+
+
+def test_ordinary_phrases_errors_name_the_file_and_key() -> None:
+    with pytest.raises(ValueError, match=r"y\.json: ordinary_phrases\[1\]: must be a phrase of two or more Han"):
+        parse_ordinary_phrases({"ordinary_phrases": ["你妈", "x"]}, "y.json")
+    with pytest.raises(ValueError, match=r"y\.json: ordinary_phrases: must be a list"):
+        parse_ordinary_phrases({"ordinary_phrases": "你妈"}, "y.json")
+    with pytest.raises(ValueError, match=r"y\.json: ordinary_phrases\[0\]"):  # validated with the context rules
+        parse_contexts({"ordinary_phrases": ["妈"], "contexts": []}, "y.json")
+    assert parse_ordinary_phrases({"contexts": []}) == frozenset()
 
 
 def test_shipped_data_files_load() -> None:
