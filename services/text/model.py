@@ -6,8 +6,9 @@ Per batch: each text is normalised (`services.common.text_match.normalize`) and 
 split (`services.text.segment`); the lexicon matches the result and the context rules decide which
 hits count and add rule hits (`services.text.context`); the two legacy classifiers (`toxicity_en`,
 `spam_en`) and the URL/keyword signals become features (`services.text.features`); the TF-IDF
-vectoriser and the calibrated heads (`text_heads_fast`) give the seven category scores. Every ONNX
-session runs once per batch.
+vectoriser, the static token vectors distilled from the tuned MiniLM (`static_en`,
+`services.text.static_embedding`) and the calibrated heads (`text_heads_fast`, over [TF-IDF, static
+embedding, structured]) give the seven category scores. Every ONNX session runs once per batch.
 
 The heads are English: their TF-IDF vocabulary and training rows are English, so on a text with
 CJK characters and no other letter they would score its structured features alone (noise: on the
@@ -37,24 +38,27 @@ from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
-from services.common.text_match.scripts import is_cjk
+from services.common.text_match.scripts import blank_han, is_cjk
 from services.text.classifier import TextClassifier
 from services.text.context import ContextEngine, sentence_spans
 from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
 from services.text.evidence import EVIDENCE_MIN, category_evidence
 from services.text.features import Analysis, CheapAnalyzer
+from services.text.embedding import DIMENSION
 from services.text.heads import Heads, TfidfVectorizerModel
+from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 
-__all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores", "TextModerationModel",
-           "blank_han", "decode_texts", "encode_outputs", "english_reads", "reads_latin"]
+__all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores",
+           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features",
+           "reads_latin"]
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
 TFIDF_MODEL = "tfidf_en"
 FAST_HEADS = "text_heads_fast"
 #: The model-repository entries `TextModerationModel` opens (a repository copy must hold all of them).
-REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, FAST_HEADS)
+REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS)
 _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
                  "youareanidiot")
 
@@ -77,17 +81,6 @@ def reads_latin(text: str) -> bool:
         (False, True, False)
     """
     return any(c.isalpha() and not is_cjk(c) for c in text)
-
-
-def blank_han(text: str) -> str:
-    """`text` with every CJK character replaced by a space (same length, so token offsets still hold).
-
-    Example::
-
-        >>> blank_han("see 你 soon")
-        'see   soon'
-    """
-    return "".join(" " if is_cjk(c) else c for c in text)
 
 
 def english_reads(text: str) -> bool:
@@ -126,18 +119,25 @@ class TextModerationModel(TextPipelineShape):
         self._toxicity = TextClassifier(find_model(TOXICITY_MODEL, root=root), session_options)
         self._spam = TextClassifier(find_model(SPAM_MODEL, root=root), session_options)
         self._tfidf = TfidfVectorizerModel(find_model(TFIDF_MODEL, root=root), session_options)
+        self._static = StaticEmbedder(find_model(STATIC_MODEL, root=root), session_options)
         self._heads = Heads(find_model(FAST_HEADS, root=root), session_options)
         self._lexicon_path = DEFAULT_LEXICON_PATH if lexicon is None else None
         self._lexicon = Lexicon.load(DEFAULT_LEXICON_PATH) if lexicon is None else lexicon
         self._rules = load_context_rules()
         self.analyzer = CheapAnalyzer(self._lexicon, ContextEngine(self._rules), SpamSignals.load(), self._legacy)
-        if self._heads.n_features != self._tfidf_width + len(self.analyzer.names):
-            raise ValueError(f"{FAST_HEADS}: expects {self._heads.n_features} features, the analyzer gives "
-                             f"{self._tfidf_width} TF-IDF + {len(self.analyzer.names)} structured; run `make models`")
+        if self._heads.n_features != self._tfidf_width + DIMENSION + len(self.analyzer.names):
+            raise ValueError(f"{FAST_HEADS}: expects {self._heads.n_features} features, the models give "
+                             f"{self._tfidf_width} TF-IDF + {DIMENSION} static + {len(self.analyzer.names)} "
+                             f"structured; run `make models`")
 
     @property
     def _tfidf_width(self) -> int:
         return len(self._tfidf.vocabulary)
+
+    @property
+    def tfidf_vocabulary(self) -> tuple[str, ...]:
+        """The TF-IDF terms, in column order (`FastScores.tfidf`'s columns)."""
+        return self._tfidf.vocabulary
 
     @property
     def classifiers(self) -> Mapping[str, TextClassifier]:
@@ -152,10 +152,11 @@ class TextModerationModel(TextPipelineShape):
     def score(self, texts: Sequence[str]) -> FastScores:
         """The fast path for decoded texts (used by `infer` and by the semantic model)."""
         analyses = self.analyzer.analyse(texts)
-        tfidf = self._tfidf.transform([a.segmented.text for a in analyses])
+        segmented = [a.segmented.text for a in analyses]
+        tfidf = self._tfidf.transform(segmented)
         structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
                                                                                           np.float32)
-        scores = self._heads.predict(np.hstack([tfidf, structured]).astype(np.float32))
+        scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
         unread = [i for i, a in enumerate(analyses) if not english_reads(a.segmented.text)]
         scores[unread] = 0.0  # Chinese without any Latin letter: the English heads abstain (module docstring)
         return FastScores(analyses, tfidf, scores)
@@ -179,7 +180,7 @@ class TextModerationModel(TextPipelineShape):
             return out
         texts = [result.analyses[i].segmented.text[a:b] for i, (a, b) in jobs]
         features = np.stack([result.analyses[i].features for i, _ in jobs])
-        scores = self._heads.predict(np.hstack([self._tfidf.transform(texts), features]).astype(np.float32))
+        scores = self._heads.predict(head_features(self._tfidf.transform(texts), self._static.embed(texts), features))
         best: dict[tuple[int, int], tuple[float, tuple[int, int]]] = {}
         for row, (index, span) in enumerate(jobs):
             for column in range(scores.shape[1]):
@@ -196,11 +197,18 @@ class TextModerationModel(TextPipelineShape):
 
     def model_files(self) -> Sequence[ModelFile]:
         """The ONNX files plus pseudo entries for the lexicon and the context-rule and spam-signal data."""
-        files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._heads.entry)]
+        files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._static.entry,
+                                          self._heads.entry)]
         return files + data_files(self._lexicon, self._lexicon_path)
 
     def _legacy(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         return self._toxicity.predict(texts), self._spam.predict(texts)
+
+
+def head_features(tfidf: np.ndarray, static: np.ndarray, structured: np.ndarray) -> np.ndarray:
+    """The fast heads' input [N, F]: TF-IDF, static embedding, structured features, in that order (the
+    layout `text_heads_fast` records; train_heads.py builds its training matrix with the same order)."""
+    return np.hstack([tfidf, static, structured]).astype(np.float32)
 
 
 def _model_file(entry: RepositoryEntry) -> ModelFile:

@@ -19,7 +19,7 @@ def test_clean_text_is_allowed(stub: pb_grpc.ModerationServiceStub) -> None:
     response = moderate(stub, "Thanks for the lovely dinner last night, see you on Friday!")
     assert response.decision == pb.ALLOW, response
     assert not response.degraded
-    assert response.policy_name == "default" and response.policy_version == "2026-12-01.3"
+    assert response.policy_name == "default" and response.policy_version == "2026-12-02.1"
     assert "text_moderation" in {m.name for m in response.models}
     assert {t.stage for t in response.timings} >= {"text", "fusion", "total"}
     assert category(response, "harassment").score < 0.5 and category(response, "hate").score < 0.5

@@ -230,7 +230,7 @@ def test_metrics_endpoints_count_requests_by_tenant_decision_and_code(mesh: Mesh
         assert moved("auditmesh_router_stage_duration_seconds_count", qos_class="standard", stage=stage) == 2
     assert sample(after, "auditmesh_router_in_flight_items", qos_class="standard") == 0
     assert sample(after, "auditmesh_router_queue_depth", upstream="text") == 0
-    assert sample(after, "auditmesh_router_policy_info", policy="default", version="2026-12-01.3") == 1
+    assert sample(after, "auditmesh_router_policy_info", policy="default", version="2026-12-02.1") == 1
     assert sample(after, "auditmesh_build_info", service="router", version="0.1.0") == 1
 
     def text_moved(name: str, **labels: str) -> float:

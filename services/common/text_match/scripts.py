@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["CJK_RANGES", "is_cjk", "is_word_char"]
+__all__ = ["CJK_RANGES", "blank_han", "is_cjk", "is_word_char"]
 
 # Han (with extensions and compatibility ideographs), kana, Hangul, Bopomofo, CJK symbols block.
 CJK_RANGES = (
@@ -36,3 +36,15 @@ def is_cjk(char: str) -> bool:
 def is_word_char(char: str) -> bool:
     """True for a letter or digit of a space-separated script (Latin, Cyrillic, digits...), not CJK."""
     return char.isalnum() and not is_cjk(char)
+
+
+def blank_han(text: str) -> str:
+    """`text` with every CJK character replaced by a space (same length, so token offsets still hold):
+    what the English encoders (MiniLM, its static token vectors) read of a mixed text.
+
+    Example::
+
+        >>> blank_han("see 你 soon")
+        'see   soon'
+    """
+    return "".join(" " if is_cjk(c) else c for c in text)

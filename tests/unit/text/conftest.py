@@ -9,13 +9,14 @@ import pytest
 
 from services.common.serving.model_repository import DEFAULT_ROOT, ModelNotFoundError, find_model
 from services.common.serving.onnx_session import SessionOptions
-from services.text.model import FAST_HEADS, SPAM_MODEL, TFIDF_MODEL, TOXICITY_MODEL, TextModerationModel
-from services.text.semantic import EMBEDDING_MODEL, SEMANTIC_HEADS, TextSemanticModel
+from services.text.model import FAST_HEADS, SPAM_MODEL, STATIC_MODEL, TFIDF_MODEL, TOXICITY_MODEL, TextModerationModel
+from services.text.semantic import EMBEDDING_MODEL, LEXICAL_HEADS, SEMANTIC_HEADS, TextSemanticModel
 
 
 @pytest.fixture(scope="session")
 def repository_root() -> Path:
-    for name in (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, FAST_HEADS, EMBEDDING_MODEL, SEMANTIC_HEADS):
+    for name in (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, LEXICAL_HEADS, EMBEDDING_MODEL,
+                 SEMANTIC_HEADS):
         try:
             find_model(name, root=DEFAULT_ROOT)
         except ModelNotFoundError as error:
