@@ -41,6 +41,7 @@ from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.lexicon import Lexicon
+from services.common.text_match.scripts import is_cjk
 from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
@@ -50,7 +51,8 @@ from services.text.model import (TextModerationModel, TextPipelineShape, _model_
 
 __all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "LEXICAL_HEADS", "REPOSITORY_MODELS", "SEMANTIC_HEADS",
            "TextSemanticModel",
-           "UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "blank_han", "corroborated", "logits", "reads_latin"]
+           "UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "blank_han", "chinese_term", "corroborated", "logits",
+           "reads_latin"]
 
 EMBEDDING_MODEL = "minilm_l6_moderation"  # minilm_l6 fine-tuned by services/text/build/finetune_minilm.py
 SEMANTIC_HEADS = "text_heads_semantic"
@@ -70,10 +72,26 @@ UNCORROBORATED_CATEGORIES = frozenset({"hate", "sexual"})
 _COLUMN = {category: column for column, category in enumerate(contract.CATEGORIES)}
 
 
+def chinese_term(hit: contract.LexiconHit) -> bool:
+    """True for a hit of a Chinese entry (its term has CJK characters): in a text without CJK it was
+    matched in the pinyin or pinyin-initial space ("nmsl" for 你妈死了), Chinese written in Latin
+    letters, which the English heads cannot read; like Chinese text, the lexicon judges it alone.
+
+    Example::
+
+        >>> chinese_term(contract.LexiconHit("harassment", "你妈死了", 3, 0, 4, "nmsl"))
+        True
+        >>> chinese_term(contract.LexiconHit("profanity", "sb", 2, 0, 2, "sb"))
+        False
+    """
+    return any(is_cjk(c) for c in hit.term)
+
+
 def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor: float) -> tuple[contract.LexiconHit, ...]:
-    """The hits whose category's score (`scores` [7] in CATEGORIES order) is at least `floor`, plus
-    every top-tier hit of `UNCORROBORATED_CATEGORIES` the score did not back, capped at REVIEW: a slur wrapped in friendly words ("happy birthday you <slur>") is exactly what the model
-    scores low, so it goes to a person instead of through.
+    """The hits whose category's score (`scores` [7] in CATEGORIES order) is at least `floor` or whose
+    entry is Chinese (`chinese_term`), plus every top-tier hit of `UNCORROBORATED_CATEGORIES` the score
+    did not back, capped at REVIEW: a slur wrapped in friendly words ("happy birthday you <slur>") is
+    exactly what the model scores low, so it goes to a person instead of through.
 
     Example::
 
@@ -86,7 +104,7 @@ def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor:
     """
     kept = []
     for hit in hits:
-        if hit.category not in _COLUMN or float(scores[_COLUMN[hit.category]]) >= floor:
+        if hit.category not in _COLUMN or chinese_term(hit) or float(scores[_COLUMN[hit.category]]) >= floor:
             kept.append(hit)
         elif hit.severity >= UNCORROBORATED_SEVERITY and hit.category in UNCORROBORATED_CATEGORIES:
             kept.append(replace(hit, max_action="review"))

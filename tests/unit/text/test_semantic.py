@@ -136,3 +136,9 @@ def test_no_listed_slur_drops_out_of_the_accurate_model_in_friendly_words(semant
         missing += [text for index, text in enumerate(texts[start:start + 64])
                     if not any(h["category"] == "hate" for h in json.loads(out["MATCHES"][index, 0]))]
     assert not missing, missing[:10]
+
+
+def test_chinese_entries_matched_in_latin_letters_need_no_english_corroboration() -> None:
+    initials = contract.LexiconHit("harassment", "你妈死了", 3, 0, 4, "nmsl")
+    latin = contract.LexiconHit("profanity", "sb", 2, 5, 7, "sb")
+    assert corroborated([initials, latin], np.zeros(7, dtype=np.float32), 0.2) == (initials,)
