@@ -35,21 +35,27 @@ def side_mesh(mesh: Mesh, tenants_file: Path) -> Iterator[Mesh]:
         yield side
 
 
+# A whole benign caption: this test is about the degraded paths, and the text models score one- or
+# two-word texts with no content unreliably ("a caption" -> harassment REVIEW since corpus en 1.4.0 and
+# the static vectors; README "Accuracy profiles", what still fails).
+CAPTION = "Our family picnic at the lake last Sunday"
+
+
 def test_service_down_then_stopped_answers_degraded_per_policy(side_mesh: Mesh) -> None:
     with grpc.insecure_channel(side_mesh.address("router")) as channel:
         stub = pb_grpc.ModerationServiceStub(channel)
         image = render_photo_like((320, 240), seed=2)
-        response = moderate(stub, "a caption", image)
+        response = moderate(stub, CAPTION, image)
         assert response.decision == pb.ALLOW and response.degraded  # default policy: ocr fails open
         assert [(d.stage, d.handling) for d in response.degradations] == [("ocr", "fail_open")]
         assert "ocr service" in response.degradations[0].reason
         assert any(e.WhichOneof("kind") == "image_score" for e in response.evidence)  # vision still answered
 
         assert side_mesh.stop_service("vision") == 0  # SIGTERM: drains and exits cleanly
-        response = moderate(stub, "a caption", image)
+        response = moderate(stub, CAPTION, image)
         assert response.decision == pb.ALLOW and response.degraded
         assert {d.stage for d in response.degradations} == {"vision", "ocr"}
-        strict = moderate(stub, "a caption", image, key=KEY_B)  # strict policy: vision and ocr fail closed
+        strict = moderate(stub, CAPTION, image, key=KEY_B)  # strict policy: vision and ocr fail closed
         assert strict.decision == pb.REVIEW and strict.degraded
         assert {d.handling for d in strict.degradations} == {"fail_closed"}
 
