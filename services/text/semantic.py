@@ -160,13 +160,13 @@ class TextSemanticModel(TextPipelineShape):
         if not rows:
             return encode_outputs(fast.analyses, scores, fallbacks)
         analyses = [fast.analyses[i] for i in rows]
-        seen = [blank_han(a.segmented.text) for a in analyses]
+        seen = [blank_han(a.model_view.text) for a in analyses]
         embeddings = self._embedder.embed(seen)
         structured = np.stack([a.features for a in analyses])
         lexical = self._lexical.predict(np.hstack([fast.tfidf[rows], structured]).astype(np.float32))
         features = np.hstack([embeddings.vectors, logits(lexical), structured]).astype(np.float32)
         semantic = self._heads.predict(features)
-        has_han = np.array([text != a.segmented.text for text, a in zip(seen, analyses)])[:, None]
+        has_han = np.array([text != a.model_view.text for text, a in zip(seen, analyses)])[:, None]
         scores[rows] = np.where(has_han, np.maximum(fast.scores[rows], semantic), semantic)
         reported = list(fast.analyses)
         for position, index in enumerate(rows):
@@ -179,7 +179,7 @@ class TextSemanticModel(TextPipelineShape):
                 continue
             contributions = embeddings.token_contributions(self._heads.weights[:DIMENSION, column])
             for k in flagged:
-                span = token_span(contributions[k], embeddings.offsets[k], analyses[k].segmented)
+                span = token_span(contributions[k], embeddings.offsets[k], analyses[k].model_view)
                 if span is not None:
                     fallbacks[rows[k]][column] = (span[0], span[1], "head:tokens")
         return encode_outputs(reported, scores, fallbacks)

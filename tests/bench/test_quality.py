@@ -73,3 +73,12 @@ def test_quality_report_and_targets() -> None:
     assert checks["accurate F1 violence (en)"] is False and checks["accurate hard-negative FPR (en)"] is True
     assert checks["balanced / accurate in-process text throughput"] is True
     assert Scored([], 0.0).seconds == 0.0
+
+
+def test_everyday_benign_rows_are_counted_apart_from_hard_negatives() -> None:
+    texts = ["gg", "lol", "how to kill the tmux session", "I'll be outside your house"]
+    rows = [CorpusRow(f"en-f-t{i}-0", "en", t, ("violence",) if i == 3 else (), "f", f"t{i}", "test", i == 2, None,
+                      "test rows", "Apache-2.0") for i, t in enumerate(texts)]
+    report = quality(rows, [("profanity",), (), ("violence",), ("violence",)], resamples=0)
+    assert report["everyday_benign"] == {"rows": 2, "false_positives": 1, "fpr": 0.5}
+    assert report["hard_negatives"] == {"rows": 1, "false_positives": 1, "fpr": 1.0}

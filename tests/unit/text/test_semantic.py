@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from services.common.contracts import text as contract
 from services.text.semantic import TextSemanticModel, blank_han, corroborated, logits, reads_latin
 
 TEXTS = ["I'll be outside your office at five, come alone", "see you at the station tomorrow",
          "youareanidiot", "Congratulations! You won an iPhone, claim at bit.ly/x", ""]
+
+
+#: the default policy's review threshold per text category (config/policies/default.yaml)
+DEFAULT_REVIEW = {name: float(entry["review"]) for name, entry in yaml.safe_load(
+    (Path(__file__).resolve().parents[3] / "config" / "policies" / "default.yaml").read_text())["categories"].items()}
 
 
 def batch(*texts: str) -> dict[str, np.ndarray]:
@@ -142,3 +149,12 @@ def test_chinese_entries_matched_in_latin_letters_need_no_english_corroboration(
     initials = contract.LexiconHit("harassment", "你妈死了", 3, 0, 4, "nmsl")
     latin = contract.LexiconHit("profanity", "sb", 2, 5, 7, "sb")
     assert corroborated([initials, latin], np.zeros(7, dtype=np.float32), 0.2) == (initials,)
+
+
+def test_emoji_only_messages_stay_below_every_review_threshold(semantic_model: TextSemanticModel) -> None:
+    texts = ["😊", "🍕🍕", "👍", "🎉🎉🎉", "🙂", "🌧️", "😂😂"]
+    out = semantic_model.infer(batch(*texts))
+    for index, text in enumerate(texts):
+        scores = {name: round(float(out[name][index, 0]), 3) for name in contract.SCORE_OUTPUTS}
+        flagged = {name: score for name, score in scores.items() if score >= DEFAULT_REVIEW[name.lower()]}
+        assert not flagged, (text, scores)

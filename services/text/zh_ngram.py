@@ -1,0 +1,68 @@
+"""Chinese character n-gram heads (`tfidf_zh` + `text_heads_zh`): learned Chinese coverage beyond the lists.
+
+The Chinese lexicon and rules catch what is on their lists; a sentence that insults, threatens or
+spams without a listed word passes them. These heads read the normalised text as characters: TF-IDF
+over character 1- to 3-grams (spaces ignored; `tfidf_zh`, a skl2onnx export) and one logistic
+regression per category (`text_heads_zh`, the same three-node graph as the English heads), trained
+on the Chinese corpus's train split by services/text/build/train_zh_ngram.py. Each head's bias is
+shifted so that 0.5 is the lowest threshold at which it adds no false positive on the dev split, so a
+policy's review threshold means what it means for the English heads.
+
+They score only texts with a Han character, and only ever raise a score (the maximum of the English
+heads' score, which is 0 for Chinese without Latin letters, and the head's): English is unchanged.
+
+Example::
+
+    heads = ZhNgramHeads(find_model("tfidf_zh", root=root), find_model("text_heads_zh", root=root), SessionOptions())
+    heads.score(["你这种人活着就是浪费空气"]).shape   # (1, 7)
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from services.common.contracts.text import CATEGORIES
+from services.common.serving.model_repository import RepositoryEntry
+from services.common.serving.onnx_session import SessionOptions
+from services.common.text_match.scripts import is_cjk
+from services.text.heads import Heads, TfidfVectorizerModel
+
+__all__ = ["ZH_HEADS", "ZH_TFIDF_MODEL", "ZhNgramHeads", "has_cjk"]
+
+ZH_TFIDF_MODEL = "tfidf_zh"
+ZH_HEADS = "text_heads_zh"
+
+
+def has_cjk(text: str) -> bool:
+    """True when `text` has a CJK character (the texts the Chinese heads score).
+
+    Example::
+
+        >>> has_cjk("gg 你好"), has_cjk("hello")
+        (True, False)
+    """
+    return any(is_cjk(c) for c in text)
+
+
+class ZhNgramHeads:
+    """The two sessions; `score` runs a whole batch in one call each."""
+
+    def __init__(self, tfidf: RepositoryEntry, heads: RepositoryEntry, options: SessionOptions) -> None:
+        self.tfidf = TfidfVectorizerModel(tfidf, options)
+        self.heads = Heads(heads, options)
+        if self.heads.n_features != len(self.tfidf.vocabulary):
+            raise ValueError(f"{ZH_HEADS}: expects {self.heads.n_features} features, {ZH_TFIDF_MODEL} gives "
+                             f"{len(self.tfidf.vocabulary)}; run `make models`")
+
+    @property
+    def entries(self) -> tuple[RepositoryEntry, RepositoryEntry]:
+        """The repository entries of the vectoriser and the heads (for model versions)."""
+        return self.tfidf.entry, self.heads.entry
+
+    def score(self, texts: Sequence[str]) -> np.ndarray:
+        """Scores [N, 7] (CATEGORIES order) for normalised texts."""
+        if not texts:
+            return np.zeros((0, len(CATEGORIES)), np.float32)
+        return self.heads.predict(self.tfidf.transform(texts))
