@@ -24,7 +24,6 @@ from services.common.contracts.text import CATEGORIES, LexiconHit
 from services.common.text_match.lexicon import Lexicon
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.text.context import ContextEngine, Flags
-from services.text.emoji_text import describe_emoji
 from services.text.segment import segment
 from services.text.urls import SpamSignals
 
@@ -44,19 +43,13 @@ def feature_names(signals: SpamSignals) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Analysis:
-    """One text's cheap analysis: hits that count, flags, feature vector, and the text the models see.
-
-    `segmented` is what the lexicon, the rules and the structured features read; `model_view` is what
-    TF-IDF, the static vectors and MiniLM read: the segmented text with emoji written out
-    (`services.text.emoji_text`), offsets still pointing at the original.
-    """
+    """One text's cheap analysis: hits that count, flags, feature vector, and the text the models see."""
 
     normalized: NormalizedText
     segmented: NormalizedText
     hits: tuple[LexiconHit, ...]
     flags: Flags
     features: np.ndarray
-    model_view: NormalizedText
 
 
 class CheapAnalyzer:
@@ -81,7 +74,7 @@ class CheapAnalyzer:
         for index, (norm, seg) in enumerate(zip(normalized, segmented)):
             result = self.engine.analyse(seg, self.lexicon.find(seg))
             vector = self._vector(seg, result.hits, result.flags, float(toxicity[index]), float(spam[index]))
-            out.append(Analysis(norm, seg, result.hits, result.flags, vector, describe_emoji(seg)))
+            out.append(Analysis(norm, seg, result.hits, result.flags, vector))
         return out
 
     def _vector(self, text: NormalizedText, hits: Sequence[LexiconHit], flags: Flags, toxicity: float,

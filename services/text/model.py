@@ -12,14 +12,10 @@ embedding, structured]) give the seven category scores. Every ONNX session runs 
 
 The heads are English: their TF-IDF vocabulary and training rows are English, so on a text with
 CJK characters and no other letter they would score its structured features alone (noise: on the
-Chinese dev split they sent every hard negative to self_harm). For such a text the heads abstain
-(scores 0) and the Chinese lexicon and rules judge it through MATCHES, with the Chinese character
-n-gram heads (`tfidf_zh` + `text_heads_zh`, `services.text.zh_ngram`): on every text with a CJK
-character a category's score is the maximum of the English heads' and the Chinese heads' score, so
-Chinese insults, threats and spam without a listed word can still reach review.
-
-The models read `Analysis.model_view` (emoji written out as their names, `services.text.emoji_text`);
-the lexicon, rules and structured features read the segmented text.
+Chinese dev split they sent every hard negative to self_harm), and on a text with no letter at all
+(emoji only) one unknown token (every emoji-only message scored `sexual` 0.77). For such a text the
+heads abstain (scores 0) and the Chinese lexicon and rules judge it through MATCHES (profile accurate adds the
+Chinese character n-gram heads: services/text/semantic.py).
 
 Example::
 
@@ -54,7 +50,6 @@ from services.text.embedding import DIMENSION
 from services.text.heads import Heads, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
-from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads, has_cjk
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores",
            "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features",
@@ -65,8 +60,7 @@ SPAM_MODEL = "spam_en"
 TFIDF_MODEL = "tfidf_en"
 FAST_HEADS = "text_heads_fast"
 #: The model-repository entries `TextModerationModel` opens (a repository copy must hold all of them).
-REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, ZH_TFIDF_MODEL,
-                                      ZH_HEADS)
+REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS)
 _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
                  "youareanidiot")
 
@@ -92,15 +86,18 @@ def reads_latin(text: str) -> bool:
 
 
 def english_reads(text: str) -> bool:
-    """Whether the English models (the fast heads, MiniLM) read `text`: it has a Latin letter, or no
-    CJK character at all. A CJK text without a Latin letter is left to the Chinese lexicon and rules.
+    """Whether the English models (the fast heads, MiniLM) read `text`: it has a letter outside the CJK
+    blocks. A CJK text without one is left to the Chinese lexicon and rules; a text of emoji, digits or
+    punctuation only ("😊", "👍👍", "!!!") to the lexicon and the policy's blocklist: their tokenizers
+    read every emoji as the same unknown token, so the heads' score for it is one number learned from
+    whatever emoji the training rows held (it was `sexual` 0.77 for every emoji-only message).
 
     Example::
 
-        >>> english_reads("我知道你住哪"), english_reads("gg 你好"), english_reads("!!!")
-        (False, True, True)
+        >>> english_reads("我知道你住哪"), english_reads("gg 你好"), english_reads("😊"), english_reads("ok 😊")
+        (False, True, False, True)
     """
-    return reads_latin(text) or not any(is_cjk(c) for c in text)
+    return reads_latin(text)
 
 
 class TextPipelineShape:
@@ -129,7 +126,6 @@ class TextModerationModel(TextPipelineShape):
         self._tfidf = TfidfVectorizerModel(find_model(TFIDF_MODEL, root=root), session_options)
         self._static = StaticEmbedder(find_model(STATIC_MODEL, root=root), session_options)
         self._heads = Heads(find_model(FAST_HEADS, root=root), session_options)
-        self._zh = ZhNgramHeads(find_model(ZH_TFIDF_MODEL, root=root), find_model(ZH_HEADS, root=root), session_options)
         self._lexicon_path = DEFAULT_LEXICON_PATH if lexicon is None else None
         self._lexicon = Lexicon.load(DEFAULT_LEXICON_PATH) if lexicon is None else lexicon
         self._rules = load_context_rules()
@@ -161,16 +157,13 @@ class TextModerationModel(TextPipelineShape):
     def score(self, texts: Sequence[str]) -> FastScores:
         """The fast path for decoded texts (used by `infer` and by the semantic model)."""
         analyses = self.analyzer.analyse(texts)
-        seen = [a.model_view.text for a in analyses]
-        tfidf = self._tfidf.transform(seen)
+        segmented = [a.segmented.text for a in analyses]
+        tfidf = self._tfidf.transform(segmented)
         structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
                                                                                           np.float32)
-        scores = self._heads.predict(head_features(tfidf, self._static.embed(seen), structured))
+        scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
         unread = [i for i, a in enumerate(analyses) if not english_reads(a.segmented.text)]
         scores[unread] = 0.0  # Chinese without any Latin letter: the English heads abstain (module docstring)
-        chinese = [i for i, a in enumerate(analyses) if has_cjk(a.segmented.text)]
-        if chinese:
-            scores[chinese] = np.maximum(scores[chinese], self._zh.score([analyses[i].segmented.text for i in chinese]))
         return FastScores(analyses, tfidf, scores)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -184,13 +177,13 @@ class TextModerationModel(TextPipelineShape):
         out: list[dict[int, tuple[int, int, str]]] = [{} for _ in result.analyses]
         jobs: list[tuple[int, tuple[int, int]]] = []
         for index, analysis in enumerate(result.analyses):
-            if not (result.scores[index] >= EVIDENCE_MIN).any() or not english_reads(analysis.segmented.text):
-                continue  # (the English heads did not read a Chinese text: its evidence is the whole text)
-            sentences = [s for s in sentence_spans(analysis.model_view.text) if s[1] > s[0]]
+            if not (result.scores[index] >= EVIDENCE_MIN).any():
+                continue
+            sentences = [s for s in sentence_spans(analysis.segmented.text) if s[1] > s[0]]
             jobs.extend((index, s) for s in (sentences if len(sentences) > 1 else []))
         if not jobs:
             return out
-        texts = [result.analyses[i].model_view.text[a:b] for i, (a, b) in jobs]
+        texts = [result.analyses[i].segmented.text[a:b] for i, (a, b) in jobs]
         features = np.stack([result.analyses[i].features for i, _ in jobs])
         scores = self._heads.predict(head_features(self._tfidf.transform(texts), self._static.embed(texts), features))
         best: dict[tuple[int, int], tuple[float, tuple[int, int]]] = {}
@@ -199,7 +192,7 @@ class TextModerationModel(TextPipelineShape):
                 if float(scores[row, column]) > best.get((index, column), (-1.0, span))[0]:
                     best[(index, column)] = (float(scores[row, column]), span)
         for (index, column), (_, (a, b)) in best.items():
-            start, end = result.analyses[index].model_view.original_span(a, b)
+            start, end = result.analyses[index].segmented.original_span(a, b)
             out[index][column] = (start, end, "head:sentence")
         return out
 
@@ -210,7 +203,7 @@ class TextModerationModel(TextPipelineShape):
     def model_files(self) -> Sequence[ModelFile]:
         """The ONNX files plus pseudo entries for the lexicon and the context-rule and spam-signal data."""
         files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._static.entry,
-                                          self._heads.entry, *self._zh.entries)]
+                                          self._heads.entry)]
         return files + data_files(self._lexicon, self._lexicon_path)
 
     def _legacy(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

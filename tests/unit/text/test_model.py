@@ -121,8 +121,8 @@ def test_malformed_inputs_are_rejected(text_model: TextModerationModel, inputs: 
 
 def test_model_files_report_versions_and_hashes(text_model: TextModerationModel) -> None:
     files = {f.name: f for f in text_model.model_files()}
-    assert set(files) == {"toxicity_en", "spam_en", "tfidf_en", "static_en", "text_heads_fast", "tfidf_zh",
-                          "text_heads_zh", "lexicon", "context_rules", "spam_signals"}
+    assert set(files) == {"toxicity_en", "spam_en", "tfidf_en", "static_en", "text_heads_fast", "lexicon",
+                          "context_rules", "spam_signals"}
     assert all(len(files[n].sha256) == 64 for n in files)
     assert files["lexicon"].version == text_model.lexicon.version
 
@@ -145,36 +145,25 @@ def test_contract_metadata(text_model: TextModerationModel) -> None:
 
 
 def test_the_english_heads_abstain_on_chinese_without_latin_letters(text_model: TextModerationModel) -> None:
-    # the English heads would score only the structured features of a Chinese text: a Chinese text
-    # without Latin letters gets exactly the Chinese n-gram heads' scores (services/text/zh_ngram.py)
+    # the heads would score only the structured features of a Chinese text; Chinese is judged by its hits
     texts = ["如果你有轻生的念头，请拨打心理援助热线", "你怎么还不去死，活着浪费空气", "gg 你好 idiot"]
     out = text_model.infer(batch(*texts))
-    analyses = text_model.analyzer.analyse(texts)
-    chinese = text_model._zh.score([a.segmented.text for a in analyses])
-    for column, name in enumerate(contract.SCORE_OUTPUTS):
-        assert out[name][0, 0] == pytest.approx(chinese[0, column], abs=1e-6), name
-        assert out[name][1, 0] == pytest.approx(chinese[1, column], abs=1e-6), name
-        assert out[name][2, 0] >= chinese[2, column] - 1e-6  # a Latin letter: the English heads read it too
-    assert max(float(out[name][0, 0]) for name in contract.SCORE_OUTPUTS) < 0.4  # support line: benign
+    for name in contract.SCORE_OUTPUTS:
+        assert out[name][0, 0] == 0.0 and out[name][1, 0] == 0.0, name
     assert json.loads(out["MATCHES"][1, 0]) and not json.loads(out["MATCHES"][0, 0])
-    assert any(out[name][2, 0] > chinese[2, k] for k, name in enumerate(contract.SCORE_OUTPUTS))
+    assert any(out[name][2, 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # a Latin letter: the heads read it
 
 
-#: emoji-only chat messages: the models read each emoji as its name (services/text/emoji_text.py); read as
-#: one shared [UNK] they scored every one `sexual` 0.77 and `self_harm` 0.42 (REVIEW under the default policy)
-EMOJI_ONLY = ["😊", "🍕🍕", "👍", "🎉🎉🎉", "🙂", "🌧️", "😂😂"]
+#: emoji-only chat messages: the tokenizers read every emoji as one unknown token, so the heads scored every
+#: such message the same (`sexual` 0.77, `self_harm` 0.42: REVIEW under the default policy); without a
+#: letter to read the English heads now abstain (`english_reads`)
+EMOJI_ONLY = ["😊", "🍕🍕", "👍", "🎉🎉🎉", "🙂", "🌧️", "😂😂", "!!!", "12345"]
 
 
 def test_emoji_only_messages_stay_below_every_review_threshold(text_model: TextModerationModel) -> None:
-    out = text_model.infer(batch(*EMOJI_ONLY))
+    out = text_model.infer(batch(*EMOJI_ONLY, "ok 😊"))
     for index, text in enumerate(EMOJI_ONLY):
         scores = {name: round(float(out[name][index, 0]), 3) for name in contract.SCORE_OUTPUTS}
         flagged = {name: score for name, score in scores.items() if score >= DEFAULT_REVIEW[name.lower()]}
         assert not flagged, (text, scores)
-
-
-def test_an_emoji_in_a_text_is_evidence_at_its_own_offset(text_model: TextModerationModel) -> None:
-    text = "ok 👍 see you there"
-    view = text_model.analyzer.analyse([text])[0].model_view
-    start = view.text.index("thumbs")
-    assert view.original_span(start, start + len("thumbs up sign")) == (3, 4)
+    assert any(out[name][len(EMOJI_ONLY), 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # a letter: the heads read it

@@ -73,13 +73,14 @@ def test_logits_are_clipped() -> None:
 
 
 def test_chinese_keeps_the_fast_scores_and_cannot_hide_english(semantic_model: TextSemanticModel) -> None:
-    # MiniLM reads Chinese as [UNK]s: rows without a letter it can read keep the fast path's scores; the
-    # English rows of the same batch still get the semantic heads' scores.
+    # MiniLM reads Chinese as [UNK]s: rows without a letter it can read keep the fast path's scores, raised
+    # only by the Chinese n-gram heads; the English rows of the same batch get the semantic heads' scores.
     texts = ["明天降温，出门记得加衣服", "我知道你住哪，出门小心点", "I'll be outside your office at five, come alone"]
     semantic = semantic_model.infer(batch(*texts))
     fast = semantic_model.fast.infer(batch(*texts))
-    for name in contract.SCORE_OUTPUTS:
-        assert np.array_equal(semantic[name][:2], fast[name][:2]), name
+    chinese = semantic_model._zh.score([a.segmented.text for a in semantic_model.fast.analyzer.analyse(texts[:2])])
+    for column, name in enumerate(contract.SCORE_OUTPUTS):
+        assert np.allclose(semantic[name][:2, 0], np.maximum(fast[name][:2, 0], chinese[:, column]), atol=1e-6), name
     assert not all(np.array_equal(semantic[name][2], fast[name][2]) for name in contract.SCORE_OUTPUTS)
     # Padding the English threat with Chinese does not take it away from the semantic model, and with
     # Chinese in a text the semantic score never goes below the fast one.
@@ -158,3 +159,17 @@ def test_emoji_only_messages_stay_below_every_review_threshold(semantic_model: T
         scores = {name: round(float(out[name][index, 0]), 3) for name in contract.SCORE_OUTPUTS}
         flagged = {name: score for name, score in scores.items() if score >= DEFAULT_REVIEW[name.lower()]}
         assert not flagged, (text, scores)
+
+
+def test_chinese_texts_get_at_least_the_chinese_ngram_heads_scores(semantic_model: TextSemanticModel) -> None:
+    texts = ["再敢说一句我就弄死你全家", "今天天气真好，我们去公园散步吧", "gg 你好 see you", "see you at the station"]
+    out = semantic_model.infer(batch(*texts))
+    analyses = semantic_model.fast.analyzer.analyse(texts)
+    chinese = semantic_model._zh.score([a.segmented.text for a in analyses[:3]])
+    for column, name in enumerate(contract.SCORE_OUTPUTS):
+        for row in range(3):
+            assert out[name][row, 0] >= chinese[row, column] - 1e-6, (texts[row], name)
+    assert out["VIOLENCE"][0, 0] >= 0.5
+    assert {f.name for f in semantic_model.model_files()} >= {"tfidf_zh", "text_heads_zh"}
+    fast = semantic_model.fast.infer(batch(texts[0]))  # the fast model has no Chinese heads
+    assert fast["VIOLENCE"][0, 0] == 0.0
