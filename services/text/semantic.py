@@ -9,8 +9,9 @@ fast heads); the segmented normalised texts are embedded with MiniLM-L6 in one `
 scores. The lexical heads (`text_heads_lexical`: TF-IDF + structured features, no embedding) exist for
 this stacking only: the fast heads also read static vectors distilled from the same encoder, and
 stacked on those the semantic heads gained nothing and flagged more benign dev rows (dev, corpus en
-1.4.0: lexical logits 0.901 head macro F1 / 11.2 % benign FPR; fast logits 0.901 / 12.5 %). Evidence for a category without a rule or lexicon hit is the strongest run of tokens by their
-exact contribution to the head's logit.
+1.4.0: lexical logits 0.901 head macro F1 / 11.2 % benign FPR; fast logits 0.901 / 12.5 %). Evidence
+for a category without a rule or lexicon hit is the strongest run of tokens by their exact
+contribution to the head's logit.
 
 In a text MiniLM read (no CJK in it), a default-lexicon or rule hit is reported (MATCHES) only when
 the semantic score of its category is at least `CORROBORATION_FLOOR`: the heads already read the
@@ -47,19 +48,18 @@ from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.lexicon import Lexicon
-from services.common.text_match.scripts import is_cjk
+from services.common.text_match.scripts import has_cjk
 from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
 from services.text import model as fast_model
-from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads, has_cjk
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
-                                 encode_outputs, english_reads, reads_latin)
+                                 encode_outputs, english_reads)
+from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads
 
 __all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "LEXICAL_HEADS", "REPOSITORY_MODELS", "SEMANTIC_HEADS",
-           "TextSemanticModel",
-           "UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "blank_han", "chinese_term", "corroborated", "logits",
-           "reads_latin"]
+           "TextSemanticModel", "UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "blank_han", "chinese_term",
+           "corroborated", "english_reads", "logits"]
 
 EMBEDDING_MODEL = "minilm_l6_moderation"  # minilm_l6 fine-tuned by services/text/build/finetune_minilm.py
 SEMANTIC_HEADS = "text_heads_semantic"
@@ -92,7 +92,7 @@ def chinese_term(hit: contract.LexiconHit) -> bool:
         >>> chinese_term(contract.LexiconHit("profanity", "sb", 2, 0, 2, "sb"))
         False
     """
-    return any(is_cjk(c) for c in hit.term)
+    return has_cjk(hit.term)
 
 
 def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor: float) -> tuple[contract.LexiconHit, ...]:
@@ -166,8 +166,9 @@ class TextSemanticModel(TextPipelineShape):
             fallbacks = self.fast.sentence_fallbacks(fast)
             for i in rows:
                 fallbacks[i] = {}
-        chinese = [i for i, a in enumerate(fast.analyses) if has_cjk(a.segmented.text)]
-        if chinese:  # the Chinese heads only ever raise a score (module docstring)
+        cjk = np.array([has_cjk(a.segmented.text) for a in fast.analyses], dtype=bool)
+        chinese = np.flatnonzero(cjk)
+        if chinese.size:  # the Chinese heads only ever raise a score (module docstring)
             zh = self._zh.score([fast.analyses[i].segmented.text for i in chinese])
             scores[chinese] = np.maximum(scores[chinese], zh)
         if not rows:
@@ -179,7 +180,7 @@ class TextSemanticModel(TextPipelineShape):
         lexical = self._lexical.predict(np.hstack([fast.tfidf[rows], structured]).astype(np.float32))
         features = np.hstack([embeddings.vectors, logits(lexical), structured]).astype(np.float32)
         semantic = self._heads.predict(features)
-        has_han = np.array([text != a.segmented.text for text, a in zip(seen, analyses)])[:, None]
+        has_han = cjk[rows][:, None]  # blank_han changed exactly these texts
         scores[rows] = np.where(has_han, np.maximum(scores[rows], semantic), semantic)
         reported = list(fast.analyses)
         for position, index in enumerate(rows):

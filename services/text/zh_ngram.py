@@ -8,8 +8,8 @@ on the Chinese corpus's train split by services/text/build/train_zh_ngram.py. Ea
 shifted so that 0.5 is the lowest threshold at which it adds no false positive on the dev split, so a
 policy's review threshold means what it means for the English heads.
 
-They score only texts with a Han character, and only ever raise a score (the maximum of the English
-heads' score, which is 0 for Chinese without Latin letters, and the head's): English is unchanged.
+`text_semantic` (profile accurate) uses them on texts with a CJK character, and they only ever raise
+a score (the maximum of the other scores and the heads'): English is unchanged.
 
 Example::
 
@@ -26,24 +26,12 @@ import numpy as np
 from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import RepositoryEntry
 from services.common.serving.onnx_session import SessionOptions
-from services.common.text_match.scripts import is_cjk
 from services.text.heads import Heads, TfidfVectorizerModel
 
-__all__ = ["ZH_HEADS", "ZH_TFIDF_MODEL", "ZhNgramHeads", "has_cjk"]
+__all__ = ["ZH_HEADS", "ZH_TFIDF_MODEL", "ZhNgramHeads"]
 
 ZH_TFIDF_MODEL = "tfidf_zh"
 ZH_HEADS = "text_heads_zh"
-
-
-def has_cjk(text: str) -> bool:
-    """True when `text` has a CJK character (the texts the Chinese heads score).
-
-    Example::
-
-        >>> has_cjk("gg 你好"), has_cjk("hello")
-        (True, False)
-    """
-    return any(is_cjk(c) for c in text)
 
 
 class ZhNgramHeads:

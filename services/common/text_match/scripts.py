@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["CJK_RANGES", "blank_han", "is_cjk", "is_word_char"]
+__all__ = ["CJK_RANGES", "blank_han", "has_cjk", "is_cjk", "is_word_char"]
 
 # Han (with extensions and compatibility ideographs), kana, Hangul, Bopomofo, CJK symbols block.
 CJK_RANGES = (
@@ -36,6 +36,17 @@ def is_cjk(char: str) -> bool:
 def is_word_char(char: str) -> bool:
     """True for a letter or digit of a space-separated script (Latin, Cyrillic, digits...), not CJK."""
     return char.isalnum() and not is_cjk(char)
+
+
+def has_cjk(text: str) -> bool:
+    """True when `text` has a CJK character.
+
+    Example::
+
+        >>> has_cjk("gg 你好"), has_cjk("hello")
+        (True, False)
+    """
+    return any(is_cjk(c) for c in text)
 
 
 def blank_han(text: str) -> str:

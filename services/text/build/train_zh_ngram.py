@@ -33,7 +33,7 @@ import numpy as np
 from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import RepositoryEntry, install_model
 from services.common.serving.onnx_session import SessionOptions
-from services.text.build.train_heads import _analyzer, heads_onnx, install_tfidf
+from services.text.build.train_heads import heads_onnx, install_tfidf, text_analyzer
 from services.text.heads import TfidfVectorizerModel
 from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL
 
@@ -58,12 +58,8 @@ def choose_threshold(scores: np.ndarray, positive: np.ndarray) -> float | None:
         0.505
     """
     negatives = scores[~positive]
-    chosen = None
-    for threshold in THRESHOLDS:
-        if negatives.size and float(negatives.max()) >= threshold:
-            break
-        chosen = round(float(threshold), 3)
-    return chosen
+    clean = THRESHOLDS[THRESHOLDS > negatives.max()] if negatives.size else THRESHOLDS
+    return round(float(clean[-1]), 3) if clean.size else None
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -72,10 +68,11 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 def build_zh_ngram_heads(repository: Path, *, seed: int = 0, corpus: Path = CORPUS) -> list[RepositoryEntry]:
     """Fit and install `tfidf_zh` and `text_heads_zh` (see the module docstring)."""
+    import onnx
     from sklearn.linear_model import LogisticRegression
 
     rows = [r for r in _rows(corpus) if r["split"] in ("train", "dev")]
-    analyzer = _analyzer(repository)
+    analyzer = text_analyzer(repository)
     texts = [a.segmented.text for a in analyzer.analyse_all([str(r["text"]) for r in rows])]
     train = np.array([r["split"] == "train" for r in rows])
     labels = np.array([[c in r["labels"] for c in CATEGORIES] for r in rows])
@@ -101,8 +98,6 @@ def build_zh_ngram_heads(repository: Path, *, seed: int = 0, corpus: Path = CORP
     print(f"{ZH_HEADS}: thresholds on dev {thresholds}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
-        import onnx
-
         onnx.save(heads_onnx(weights, bias, ZH_HEADS), str(path))
         heads_entry = install_model(repository, ZH_HEADS, "1", path,
                                     source="trained by auditmesh: services/text/build/train_zh_ngram.py",

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from services.common.contracts import text as contract
-from services.text.semantic import TextSemanticModel, blank_han, corroborated, logits, reads_latin
+from services.text.semantic import TextSemanticModel, blank_han, corroborated, english_reads, logits
 
 TEXTS = ["I'll be outside your office at five, come alone", "see you at the station tomorrow",
          "youareanidiot", "Congratulations! You won an iPhone, claim at bit.ly/x", ""]
@@ -88,7 +88,7 @@ def test_chinese_keeps_the_fast_scores_and_cannot_hide_english(semantic_model: T
     both, cheap = semantic_model.infer(batch(padded)), semantic_model.fast.infer(batch(padded))
     assert both["VIOLENCE"][0, 0] >= 0.5
     assert all(both[name][0, 0] >= cheap[name][0, 0] for name in contract.SCORE_OUTPUTS)
-    assert not reads_latin(texts[0]) and reads_latin(padded) and blank_han("ok 好 ok") == "ok   ok"
+    assert not english_reads(texts[0]) and english_reads(padded) and blank_han("ok 好 ok") == "ok   ok"
 
 
 def test_hits_count_only_when_the_semantic_score_corroborates_them(semantic_model: TextSemanticModel) -> None:

@@ -10,7 +10,8 @@ from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.text.build.train_zh_ngram import THRESHOLDS, choose_threshold
-from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads, has_cjk
+from services.common.text_match.scripts import has_cjk
+from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads
 
 BENIGN = ["今天天气真好，我们去公园散步吧", "我明天去医院复查，医生说恢复得不错", "这个菜谱很简单，大家可以试试"]
 
