@@ -9,7 +9,7 @@ Steps, in order (each output character keeps the offset of the input character i
 1. Per character: NFKC (full-width -> half-width, ligatures, circled and mathematical letters), case
    folding (`str.casefold`), traditional -> simplified Chinese (OpenCC `t2s`, character by character),
    Latin diacritics stripped (é -> e), combining marks and variation selectors dropped, Cyrillic/Greek
-   look-alikes folded to Latin (а -> a, ο -> o), format (Cf) and control (Cc) characters dropped,
+   look-alikes and negative circled/squared letters folded to Latin (а -> a, ο -> o, 🅺 -> k), format (Cf) and control (Cc) characters dropped,
    every whitespace character turned into a space. Per-character NFKC/t2s is deliberate: it keeps the
    offsets exact; phrase-level conversion would not change what a blocklist matches.
 2. Whitespace runs become one space; leading and trailing spaces go.
@@ -72,6 +72,9 @@ _HOMOGLYPHS = str.maketrans({
     # Latin oddities NFKC leaves alone
     "ı": "i", "ł": "l", "ø": "o", "đ": "d", "ħ": "h", "ŧ": "t", "ß": "ss", "æ": "ae", "œ": "oe",
 })
+# Negative circled and negative squared Latin capitals (🅐 🅺 🆈), which NFKC leaves alone although they
+# are letters written as symbols ("🅺🅸🅻🅻 🆈🅾🆄"). Regional indicators (🇦-🇿) stay: pairs of them are flags.
+_HOMOGLYPHS.update({base + offset: chr(ord("a") + offset) for base in (0x1F150, 0x1F170) for offset in range(26)})
 _COMBINING_RANGES = ((0x0300, 0x036F), (0x1AB0, 0x1AFF), (0x1DC0, 0x1DFF), (0x20D0, 0x20FF),
                      (0xFE20, 0xFE2F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
 # Traditional -> simplified is computed once for the BMP Han blocks (a few ms with OpenCC).

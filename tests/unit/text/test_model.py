@@ -167,3 +167,8 @@ def test_emoji_only_messages_stay_below_every_review_threshold(text_model: TextM
         flagged = {name: score for name, score in scores.items() if score >= DEFAULT_REVIEW[name.lower()]}
         assert not flagged, (text, scores)
     assert any(out[name][len(EMOJI_ONLY), 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # a letter: the heads read it
+
+
+def test_letters_written_as_symbols_are_read(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch("🅨🅞🅤 🅐🅡🅔 🅐🅝 🅘🅓🅘🅞🅣"))
+    assert out["HARASSMENT"][0, 0] >= 0.5

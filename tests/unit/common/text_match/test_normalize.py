@@ -154,3 +154,10 @@ def test_pure_han_fast_path_relies_on_unified_han_folding_to_itself() -> None:
     assert changed == []
     assert normalize("哈哈哈好").text == "哈好"
     assert normalize("說話").text == "说话"
+
+
+def test_negative_circled_and_squared_letters_fold_to_latin_but_flags_stay() -> None:
+    # NFKC leaves these letter-symbols alone; written out they spell words the models must read
+    assert normalize("🅺🅸🅻🅻 🆈🅾🆄").text == "kill you"
+    assert normalize("🅚🅘🅛🅛").text == "kill"
+    assert normalize("🇺🇸 ok").text == "🇺🇸 ok"  # regional indicators: pairs of them are flags
