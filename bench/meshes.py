@@ -5,8 +5,8 @@ Both use `services.launcher.Mesh` (one process per service, on free loopback por
 * `auditmesh`: router + text + vision + OCR with the shipped configs from `config/`, and a temporary
   tenants file with the benchmark's tenants (`bench/tenants.py`).
 * `unbatched`: text + vision + OCR only (no router), from copies of the shipped configs with
-  `batching.max_batch_size: 1` and `max_concurrency: 1`: the same models and threads, one item per
-  model call.
+  `batching.max_batch_size: 1`, `max_concurrency: 1` and no urgent slot (`urgent_concurrency: 0`):
+  the same models and threads, one item per model call, one call at a time.
 
 Example::
 
@@ -63,7 +63,8 @@ def unbatched_config_dir(workdir: Path) -> Path:
     shutil.copy(CONFIG_DIR / "router.yaml", target / "router.yaml")
     for modality in MODALITIES:
         config = yaml.safe_load((CONFIG_DIR / f"{modality}.yaml").read_text(encoding="utf-8"))
-        config.setdefault("batching", {}).update(max_batch_size=1, max_delay_ms=0, max_concurrency=1)
+        config.setdefault("batching", {}).update(max_batch_size=1, max_delay_ms=0, max_concurrency=1,
+                                                    urgent_concurrency=0)
         (target / f"{modality}.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return target
 

@@ -16,6 +16,9 @@ served is the queue policy's (`QueuePolicy`):
   while another batch runs, the next waits until it is full or its oldest entry has waited
   `max_delay_s` (0: continuous batching, batches grow by themselves under load); `max_concurrency`
   batches run at a time;
+* `urgent_slots` more batches may run beside those, of urgent entries only (the queue policy says
+  which: `UrgentQueuePolicy`): while every ordinary slot is busy with a long batch of bulk work, a
+  chat line that arrives starts at once in an urgent slot instead of waiting for the bulk batch;
 * `run_batch` must return one result per entry, in order (else `BatchResultError` for all of them);
   an error settles every caller of the batch, and `on_batch` gets one `BatchReport` per batch;
 * request context travels one way: each submit takes a snapshot of the caller's contextvars, and a
@@ -81,6 +84,16 @@ class QueuePolicy(Protocol[E]):
     def __len__(self) -> int: ...
 
 
+class UrgentQueuePolicy(QueuePolicy[E], Protocol[E]):
+    """A queue policy that can also serve its urgent entries alone (`BatchLoop`'s `urgent_slots`):
+    `urgent_depth` counts them, `pop_urgent` returns up to `max_items` of them (and shed entries),
+    oldest first, taken out of the queue."""
+
+    def urgent_depth(self) -> int: ...
+
+    def pop_urgent(self, now: float, max_items: int) -> tuple[Sequence[E], Sequence[E]]: ...
+
+
 @dataclass
 class BatchReport:
     """What the loop tells its owner about each batch it ran (telemetry, a cost fit)."""
@@ -135,13 +148,19 @@ class BatchLoop(Generic[E, R]):
     """Batches submitted entries into calls of `run_batch(list[E]) -> Sequence[R]`. See the module docstring.
 
     `owner` names what refuses work in the closed message ("the service", "the router"); `on_shed`
-    gives the error a shed entry's caller gets (the default: DeadlineExceededError).
+    gives the error a shed entry's caller gets (the default: DeadlineExceededError). `urgent_slots` > 0
+    needs a queue that implements `UrgentQueuePolicy`.
     """
 
     def __init__(self, run_batch: Callable[[list[E]], Awaitable[Sequence[R]]], queue: QueuePolicy[E], *,
                  max_batch_size: int, max_delay_s: float = 0.0, max_queue: int = 4096, max_concurrency: int = 1,
                  clock: Callable[[], float] = time.monotonic, on_batch: Callable[[BatchReport], None] | None = None,
-                 on_shed: Callable[[E], BaseException] = _deadline_shed, owner: str = "the service") -> None:
+                 on_shed: Callable[[E], BaseException] = _deadline_shed, owner: str = "the service",
+                 urgent_slots: int = 0) -> None:
+        if urgent_slots < 0:
+            raise ValueError(f"urgent_slots must be >= 0, got {urgent_slots}")
+        if urgent_slots and not (hasattr(queue, "urgent_depth") and hasattr(queue, "pop_urgent")):
+            raise TypeError(f"urgent_slots: {type(queue).__name__} cannot serve urgent entries alone")
         self._run_batch = run_batch
         self._queue = queue
         self.max_batch_size = max_batch_size
@@ -152,8 +171,9 @@ class BatchLoop(Generic[E, R]):
         self._on_shed = on_shed
         self._owner = owner
         self._waiting: dict[E, _Waiter[R]] = {}  # queued entries only; a batch takes its entries out
-        self._wakeup = asyncio.Event()
-        self._slots = asyncio.Semaphore(max_concurrency)
+        self._wakeup = asyncio.Event()  # set on every submit, batch end and close
+        self._free_slots = max_concurrency
+        self._free_urgent_slots = urgent_slots
         self._running: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
@@ -227,19 +247,41 @@ class BatchLoop(Generic[E, R]):
             if not len(self._queue):
                 if self._closing:
                     return
-                self._wakeup.clear()
-                await self._wakeup.wait()
+                await self._sleep()
                 continue
-            await self._slots.acquire()
-            await self._wait_for_batch()
-            batch, futures, origin = self._take_batch()
-            if not batch:
-                self._slots.release()
-                continue
-            # A copy: two batches may start with entries of one submit, and each may set values.
-            task = asyncio.get_running_loop().create_task(self._run(batch, futures), context=origin.copy())
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            if self._free_slots:
+                self._free_slots -= 1
+                await self._wait_for_batch()
+                self._start(*self._take_batch(False), urgent=False)
+            elif self._free_urgent_slots and self._urgent_queue().urgent_depth():
+                self._free_urgent_slots -= 1
+                self._start(*self._take_batch(True), urgent=True)
+            else:
+                await self._sleep()  # until a batch ends or new work arrives
+
+    async def _sleep(self) -> None:
+        self._wakeup.clear()
+        await self._wakeup.wait()
+
+    def _urgent_queue(self) -> UrgentQueuePolicy[E]:
+        return self._queue  # type: ignore[return-value]  # checked in __init__
+
+    def _start(self, batch: list[E], futures: list[asyncio.Future[R]], origin: contextvars.Context, *,
+               urgent: bool) -> None:
+        if not batch:
+            self._release(urgent)
+            return
+        # A copy: two batches may start with entries of one submit, and each may set values.
+        task = asyncio.get_running_loop().create_task(self._run(batch, futures, urgent), context=origin.copy())
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    def _release(self, urgent: bool) -> None:
+        if urgent:
+            self._free_urgent_slots += 1
+        else:
+            self._free_slots += 1
+        self._wakeup.set()
 
     async def _wait_for_batch(self) -> None:
         """While another batch runs, wait until the next one is full or its oldest entry waited the window."""
@@ -259,9 +301,11 @@ class BatchLoop(Generic[E, R]):
             except asyncio.TimeoutError:
                 return
 
-    def _take_batch(self) -> tuple[list[E], list[asyncio.Future[R]], contextvars.Context]:
-        """The policy's next batch without entries whose caller is gone; shed entries are settled here."""
-        entries, shed = self._queue.pop_batch(self._clock(), self.max_batch_size)
+    def _take_batch(self, urgent: bool) -> tuple[list[E], list[asyncio.Future[R]], contextvars.Context]:
+        """The policy's next batch (of urgent entries only if `urgent`) without entries whose caller is
+        gone; shed entries are settled here."""
+        pop = self._urgent_queue().pop_urgent if urgent else self._queue.pop_batch
+        entries, shed = pop(self._clock(), self.max_batch_size)
         for entry in shed:
             waiter = self._waiting.pop(entry, None)
             if waiter is not None:
@@ -279,7 +323,7 @@ class BatchLoop(Generic[E, R]):
                 origin = waiter[1]
         return batch, futures, origin if origin is not None else contextvars.Context()
 
-    async def _run(self, batch: list[E], futures: list[asyncio.Future[R]]) -> None:
+    async def _run(self, batch: list[E], futures: list[asyncio.Future[R]], urgent: bool) -> None:
         started = self._clock()
         waits = tuple(started - entry.enqueued for entry in batch)
         report = BatchReport(len(batch), max(waits), 0.0, item_waits_s=waits,
@@ -298,6 +342,6 @@ class BatchLoop(Generic[E, R]):
                 raise
         finally:
             report.run_s = self._clock() - started
-            self._slots.release()
+            self._release(urgent)
             if self._on_batch is not None:
                 self._on_batch(report)

@@ -4,6 +4,8 @@ each service also serves grpc.health.v1 and server reflection."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import grpc
 import numpy as np
@@ -39,6 +41,35 @@ def test_text_service_metadata_and_infer(mesh: Mesh) -> None:
     assert matches[3] and matches[3][0]["term"] == "傻逼"
     stats = client.get_inference_statistics("text_moderation", as_json=True)
     assert int(stats["model_stats"][0]["inference_count"]) >= len(texts)
+    client.close()
+
+
+def test_a_realtime_text_does_not_wait_for_a_running_bulk_batch(mesh: Mesh) -> None:
+    """config/text.yaml keeps one batch slot for realtime items (`urgent_concurrency: 1`): a bulk call of
+    16 long texts through text_semantic (hundreds of ms of MiniLM) is running when a realtime text
+    arrives; the realtime answer comes first. With the slot removed it comes after the bulk batch."""
+    client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
+    long_text = " ".join(["the committee reviewed every clause of the proposal before the vote"] * 12)
+    finished: list[str] = []
+    done = threading.Event()
+
+    def tensor(texts: list[str]) -> triton.InferInput:
+        infer_input = triton.InferInput("TEXT", [len(texts), 1], "BYTES")
+        infer_input.set_data_from_numpy(np.array([[t.encode()] for t in texts], dtype=object))
+        return infer_input
+
+    def on_answer(label: str):  # type: ignore[no-untyped-def]
+        def callback(result: object, error: object) -> None:
+            finished.append(label if error is None else f"{label}: {error}")
+            if len(finished) == 2:
+                done.set()
+        return callback
+
+    client.async_infer("text_semantic", [tensor([long_text] * 16)], on_answer("bulk"), priority=3)
+    time.sleep(0.05)  # the bulk batch is running now
+    client.async_infer("text_semantic", [tensor(["see you at the match tonight"])], on_answer("realtime"), priority=1)
+    assert done.wait(60), finished
+    assert finished == ["realtime", "bulk"], finished
     client.close()
 
 

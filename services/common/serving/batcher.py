@@ -8,6 +8,8 @@ waited `max_delay_ms` while another batch is running, or at once when no batch i
 service never waits for the window). With `max_delay_ms` 0 this is continuous batching: while a batch
 runs, new items queue up and form the next one, so batches grow by themselves under load.
 `max_concurrency` batches may run at the same time (1 for a local CPU model; more for a remote service).
+`urgent_concurrency` more may run beside them, each of items at `urgent_priority` or more urgent only
+(the router sends realtime as 1): a chat line never waits for a long bulk batch to finish.
 
 Priorities (Triton's dynamic-batcher semantics, so the router's KServe `priority` request
 parameter means the same to our services and to a Triton server): a submit may carry a priority
@@ -62,10 +64,35 @@ class BatchingConfig:
     #: thread: for a model that takes a fraction of a millisecond, the two thread hand-offs cost more
     #: than the model (used by the modality services' ModelRunner; 0 = always a worker thread).
     inline_max_batch_size: int = 0
+    #: Batches that may run beside the `max_concurrency` ones, of items at `urgent_priority` or lower
+    #: (more urgent) only: while bulk work fills every ordinary slot, a realtime item starts at once.
+    urgent_concurrency: int = 0
+    urgent_priority: int = 1
+    #: Batches whose most urgent item is at `background_priority` or later (bulk is 3) run on worker
+    #: threads this much nicer than the service (ModelRunner), so the kernel gives the CPU to realtime
+    #: and standard batches first while bulk work saturates it (0 = same priority as everything else).
+    background_nice: int = 0
+    background_priority: int = PRIORITY_LEVELS
+    #: How long a thread running Python keeps the interpreter lock while another thread wants it
+    #: (`sys.setswitchinterval`, set by the service at start; Python's default is 5 ms): the longest a
+    #: realtime batch's thread waits for a bulk batch's thread at each switch.
+    gil_switch_interval_ms: float = 5.0
 
     def __post_init__(self) -> None:
         validate_batching(self.max_batch_size, self.max_delay_ms, self.max_queue, self.max_concurrency,
                           self.starvation_limit_ms)
+        if self.urgent_concurrency < 0:
+            raise ValueError(f"urgent_concurrency must be >= 0, got {self.urgent_concurrency}")
+        if not 0.05 <= self.gil_switch_interval_ms <= 100:
+            raise ValueError(f"gil_switch_interval_ms must be in 0.05..100, got {self.gil_switch_interval_ms}")
+        if not 0 <= self.background_nice <= 19:
+            raise ValueError(f"background_nice must be in 0..19, got {self.background_nice}")
+        if self.background_priority < 2:
+            raise ValueError(f"background_priority must be >= 2 (realtime work is never background), "
+                             f"got {self.background_priority}")
+        if not 1 <= self.urgent_priority < PRIORITY_LEVELS:
+            raise ValueError(f"urgent_priority must be in 1..{PRIORITY_LEVELS - 1} (1 = realtime), "
+                             f"got {self.urgent_priority}")
         if self.inline_max_batch_size < 0:
             raise ValueError(f"inline_max_batch_size must be >= 0 (0 = never inline), got {self.inline_max_batch_size}")
 
@@ -79,11 +106,12 @@ class DynamicBatcher(Generic[T, R]):
         self._run_batch = run_batch
         self.config = config
         self._clock = clock
-        queue: LeveledQueue[T] = LeveledQueue(config.starvation_limit_ms / 1000.0)
+        queue: LeveledQueue[T] = LeveledQueue(config.starvation_limit_ms / 1000.0,
+                                              config.urgent_priority if config.urgent_concurrency else 0)
         self._loop: BatchLoop[Leveled[T], R] = BatchLoop(
             self._run_values, queue, max_batch_size=config.max_batch_size, max_delay_s=config.max_delay_ms / 1000.0,
             max_queue=config.max_queue, max_concurrency=config.max_concurrency, clock=clock, on_batch=on_batch,
-            owner="the service")
+            owner="the service", urgent_slots=config.urgent_concurrency)
 
     @property
     def queue_depth(self) -> int:

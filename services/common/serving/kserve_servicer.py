@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import grpc
@@ -52,10 +54,19 @@ def _row_bytes(row: Row) -> int:
 
 @dataclass(frozen=True)
 class _Item:
-    """One row and the span context of the ModelInfer call that queued it (for the batch span's links)."""
+    """One row, the span context of the ModelInfer call that queued it (for the batch span's links) and
+    its priority level (DEFAULT_PRIORITY when the call set none)."""
 
     row: Row
     origin: SpanContext
+    priority: int
+
+
+def lower_thread_priority(nice: int) -> None:
+    """Make the calling thread `nice` steps nicer than it is (Linux schedules threads one by one; a
+    thread may always lower its own priority). A ThreadPoolExecutor initializer."""
+    thread = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + nice))
 
 
 class ModelRunner:
@@ -69,10 +80,14 @@ class ModelRunner:
         #: ModelConfig's `warmup` parameter so a router starts with an honest batch cost; None = unknown.
         self.warm_cost: tuple[int, float] | None = None
         self.metrics = metrics
-        self._executor = ThreadPoolExecutor(max_workers=batching.max_concurrency, thread_name_prefix=f"model-{model.name}")
-        config = BatchingConfig(min(batching.max_batch_size, model.max_batch_size), batching.max_delay_ms,
-                                max(batching.max_queue, model.max_batch_size), batching.max_concurrency,
-                                batching.starvation_limit_ms, batching.inline_max_batch_size)
+        self._executor = ThreadPoolExecutor(max_workers=batching.max_concurrency + batching.urgent_concurrency,
+                                            thread_name_prefix=f"model-{model.name}")
+        #: bulk batches' threads, niced (BatchingConfig.background_nice); None = they share _executor
+        self._background = ThreadPoolExecutor(
+            max_workers=batching.max_concurrency, thread_name_prefix=f"model-{model.name}-background",
+            initializer=lower_thread_priority, initargs=(batching.background_nice,)) if batching.background_nice else None
+        config = replace(batching, max_batch_size=min(batching.max_batch_size, model.max_batch_size),
+                         max_queue=max(batching.max_queue, model.max_batch_size))
         self.batcher: DynamicBatcher[_Item, Row] = DynamicBatcher(self._run_batch, config=config, on_batch=self._record)
         if metrics is not None:
             metrics.describe(model.name, model.version, model.platform, lambda: self.batcher.queue_depth)
@@ -81,13 +96,17 @@ class ModelRunner:
         """Queue `rows` (from one ModelInfer call) at `priority` (lower = sooner, 0 = default) and wait
         for their output rows."""
         origin = current_span_context()
-        return await self.batcher.submit([_Item(row, origin) for row in rows], priority)
+        level = priority or DEFAULT_PRIORITY
+        return await self.batcher.submit([_Item(row, origin, level) for row in rows], level)
 
     async def _run_batch(self, items: list[_Item]) -> list[Row]:
         stacked = {name: np.stack([item.row[name] for item in items]) for name in items[0].row}
         with batch_span(f"batch {self.model.name}", [item.origin for item in items], {"auditmesh.model": self.model.name},
                         carry_unsampled=False):  # the model calls no other service
-            if (len(items) <= self.batcher.config.inline_max_batch_size
+            config = self.batcher.config
+            if self._background is not None and min(item.priority for item in items) >= config.background_priority:
+                outputs = await asyncio.get_running_loop().run_in_executor(self._background, self.model.infer, stacked)
+            elif (len(items) <= config.inline_max_batch_size
                     and sum(_row_bytes(item.row) for item in items) <= INLINE_MAX_BYTES):
                 outputs = self.model.infer(stacked)  # cheaper than two thread hand-offs (BatchingConfig)
             else:
@@ -113,6 +132,8 @@ class ModelRunner:
     async def close(self) -> None:
         await self.batcher.close()
         self._executor.shutdown(wait=True)
+        if self._background is not None:
+            self._background.shutdown(wait=True)
 
 
 class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):

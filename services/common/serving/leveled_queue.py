@@ -4,7 +4,8 @@ A level is an int, lower = more urgent (the router sends realtime 1, standard 2,
 the most urgent entries first, oldest first within a level; an entry that has waited
 `starvation_limit_s` goes first whatever its level (the level with the oldest head is served), so a
 busy urgent level cannot starve the others. Removal is O(1): a removed entry is skipped when it
-reaches the head of its level.
+reaches the head of its level. Entries at `urgent_level` or more urgent can also be taken alone
+(`pop_urgent`: `services.common.batch_loop.UrgentQueuePolicy`), for a batch slot kept for them.
 
 Example::
 
@@ -38,13 +39,18 @@ class Leveled(Generic[T]):
 class LeveledQueue(Generic[T]):
     """FIFO queues per level. See the module docstring. Not thread-safe; one event loop owns it."""
 
-    def __init__(self, starvation_limit_s: float) -> None:
+    def __init__(self, starvation_limit_s: float, urgent_level: int = 0) -> None:
+        """`urgent_level`: entries at this level or below are urgent (0: none is, levels start at 1)."""
         if starvation_limit_s <= 0:
             raise ValueError(f"starvation_limit_s must be > 0, got {starvation_limit_s}")
+        if urgent_level < 0:
+            raise ValueError(f"urgent_level must be >= 0, got {urgent_level}")
         # Every level kept here is non-empty and its head is still queued (removed entries further
         # back are skipped when they reach the head).
         self._levels: dict[int, deque[Leveled[T]]] = {}
         self._size = 0
+        self._urgent_size = 0
+        self._urgent_level = urgent_level
         self._starvation_limit_s = starvation_limit_s
 
     def __len__(self) -> int:
@@ -58,6 +64,12 @@ class LeveledQueue(Generic[T]):
         queue.append(entry)
         entry.queued = True
         self._size += 1
+        if entry.priority <= self._urgent_level:
+            self._urgent_size += 1
+
+    def urgent_depth(self) -> int:
+        """Queued entries at `urgent_level` or below."""
+        return self._urgent_size
 
     def remove(self, entry: Leveled[T]) -> bool:
         """Take `entry` out (its caller gave up). True if it was still queued."""
@@ -65,6 +77,8 @@ class LeveledQueue(Generic[T]):
             return False
         entry.queued = False
         self._size -= 1
+        if entry.priority <= self._urgent_level:
+            self._urgent_size -= 1
         self._trim(entry.priority)
         return True
 
@@ -79,6 +93,13 @@ class LeveledQueue(Generic[T]):
             batch.append(self._pop(now))
         return batch, _NOTHING_SHED
 
+    def pop_urgent(self, now: float, max_items: int) -> tuple[list[Leveled[T]], tuple[()]]:
+        """Up to `max_items` urgent entries, most urgent level first, oldest first within it."""
+        batch: list[Leveled[T]] = []
+        while self._urgent_size and len(batch) < max_items:
+            batch.append(self._take(min(self._levels)))
+        return batch, _NOTHING_SHED
+
     def _pop(self, now: float) -> Leveled[T]:
         levels = sorted(self._levels)
         chosen = levels[0]
@@ -86,10 +107,15 @@ class LeveledQueue(Generic[T]):
             starving = min(levels, key=lambda level: self._levels[level][0].enqueued)
             if now - self._levels[starving][0].enqueued >= self._starvation_limit_s:
                 chosen = starving
+        return self._take(chosen)
+
+    def _take(self, chosen: int) -> Leveled[T]:
         queue = self._levels[chosen]
         entry = queue.popleft()
         entry.queued = False
         self._size -= 1
+        if entry.priority <= self._urgent_level:
+            self._urgent_size -= 1
         if not queue or not queue[0].queued:  # keep the invariant: a live head, or no level
             self._trim(chosen)
         return entry

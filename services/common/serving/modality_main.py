@@ -136,6 +136,8 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory, credentia
     await service.start()
     gc_settings = tune_for_serving()  # the process's entry point only (services/common/gc_tuning.py)
     log.info("gc: %d start-up objects frozen, thresholds %s", gc_settings.frozen_objects, gc_settings.thresholds)
+    sys.setswitchinterval(config.batching.gil_switch_interval_ms / 1000.0)  # BatchingConfig.gil_switch_interval_ms
+    log.info("gil switch interval %.2f ms", config.batching.gil_switch_interval_ms)
     await service.serve_until_signal()
 
 

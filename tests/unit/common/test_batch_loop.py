@@ -443,3 +443,13 @@ class _FifoQueue(_NeverRemovingQueue):
             self.entries.remove(entry)
             return True
         return False
+
+
+def test_urgent_slots_need_a_queue_that_can_serve_urgent_entries_alone() -> None:
+    async def run(entries: list[Any]) -> list[Any]:
+        return list(entries)
+
+    with pytest.raises(TypeError, match="urgent_slots: _FifoQueue cannot serve urgent entries alone"):
+        BatchLoop(run, _FifoQueue(), max_batch_size=2, urgent_slots=1)
+    with pytest.raises(ValueError, match="urgent_slots must be >= 0"):
+        BatchLoop(run, _FifoQueue(), max_batch_size=2, urgent_slots=-1)

@@ -78,7 +78,47 @@ async def test_the_starvation_limit_decides_when_an_old_bulk_item_goes_first(lim
     ({"max_concurrency": 0}, "max_concurrency must be >= 1, got 0"),
     ({"starvation_limit_ms": 0}, "starvation_limit_ms must be > 0, got 0"),
     ({"inline_max_batch_size": -1}, "inline_max_batch_size must be >= 0"),
+    ({"urgent_concurrency": -1}, "urgent_concurrency must be >= 0, got -1"),
+    ({"urgent_priority": 3}, r"urgent_priority must be in 1..2 \(1 = realtime\), got 3"),
 ])
 def test_bad_settings_are_rejected_with_the_field_name(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         BatchingConfig(**kwargs)
+
+
+async def test_an_urgent_slot_starts_a_realtime_item_while_bulk_batches_fill_every_ordinary_slot() -> None:
+    clock = FakeClock()
+    run = held(clock)
+    config = BatchingConfig(max_batch_size=4, max_concurrency=1, urgent_concurrency=1, urgent_priority=1)
+    batcher: DynamicBatcher[int, Any] = DynamicBatcher(run, config=config, clock=clock)
+    batcher.start()
+    bulk = asyncio.create_task(batcher.submit([31, 32], priority=3))  # takes the ordinary slot
+    await settle()
+    more_bulk = asyncio.create_task(batcher.submit([33], priority=3))
+    standard = asyncio.create_task(batcher.submit([21], priority=2))
+    realtime = asyncio.create_task(batcher.submit([11], priority=1))
+    await settle()
+    assert run.batches == [[31, 32], [11]]  # realtime did not wait; standard and bulk did
+    late_realtime = asyncio.create_task(batcher.submit([12], priority=1))  # both slots busy: it waits
+    await settle()
+    assert run.batches == [[31, 32], [11]] and batcher.queue_depth == 3
+    run.release.set()
+    assert await realtime == [110] and await bulk == [310, 320]
+    assert await late_realtime == [120] and await standard == [210] and await more_bulk == [330]
+    assert run.batches[2] == [12, 21, 33]  # the freed ordinary slot takes the rest, most urgent first
+    await batcher.close()
+
+
+async def test_without_urgent_concurrency_a_realtime_item_waits_for_the_running_batch() -> None:
+    clock = FakeClock()
+    run = held(clock)
+    batcher: DynamicBatcher[int, Any] = DynamicBatcher(run, config=BatchingConfig(max_batch_size=4), clock=clock)
+    batcher.start()
+    bulk = asyncio.create_task(batcher.submit([31], priority=3))
+    await settle()
+    realtime = asyncio.create_task(batcher.submit([11], priority=1))
+    await settle()
+    assert run.batches == [[31]] and batcher.queue_depth == 1
+    run.release.set()
+    assert await bulk == [310] and await realtime == [110] and run.batches == [[31], [11]]
+    await batcher.close()

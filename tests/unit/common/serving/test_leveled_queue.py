@@ -64,3 +64,24 @@ def test_unknown_levels_are_ordered_after_the_known_ones() -> None:
 def test_starvation_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="starvation_limit_s must be > 0, got 0"):
         LeveledQueue(starvation_limit_s=0)
+
+
+def test_urgent_entries_can_be_taken_alone_and_are_counted_through_push_remove_and_pop() -> None:
+    queue: LeveledQueue[str] = LeveledQueue(starvation_limit_s=0.1, urgent_level=1)
+    bulk, rt_1, _, _ = queued(queue, ("bulk", 3, 0.0), ("rt-1", 1, 0.1), ("std", 2, 0.2), ("rt-2", 1, 0.3))
+    assert queue.urgent_depth() == 2
+    queue.remove(rt_1)
+    assert queue.urgent_depth() == 1
+    # the bulk entry is starving at 5 s, but an urgent batch takes urgent entries only
+    assert values(queue.pop_urgent(5.0, 8)[0]) == ["rt-2"] and queue.urgent_depth() == 0
+    assert values(queue.pop_urgent(5.0, 8)[0]) == []
+    assert values(queue.pop_batch(5.0, 8)[0]) == ["bulk", "std"] and len(queue) == 0
+    assert not queue.remove(bulk) and queue.urgent_depth() == 0
+
+
+def test_without_an_urgent_level_nothing_is_urgent() -> None:
+    queue: LeveledQueue[str] = LeveledQueue(starvation_limit_s=10)
+    queued(queue, ("rt", 1, 0.0))
+    assert queue.urgent_depth() == 0 and values(queue.pop_urgent(1.0, 8)[0]) == []
+    with pytest.raises(ValueError, match="urgent_level must be >= 0"):
+        LeveledQueue(starvation_limit_s=10, urgent_level=-1)
