@@ -39,6 +39,7 @@ from services.common.errors import InvalidInputError
 from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
+from services.common.text_match.flags import with_flags
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.text_match.scripts import blank_han, is_cjk
 from services.text.classifier import TextClassifier
@@ -52,7 +53,8 @@ from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores",
-           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features"]
+           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features",
+           "heads_text"]
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
@@ -86,6 +88,20 @@ def english_reads(text: str) -> bool:
         (False, True, False, True)
     """
     return any(c.isalpha() and not is_cjk(c) for c in text)
+
+
+def heads_text(analysis: Analysis) -> str:
+    """What the English heads (TF-IDF, static vectors, MiniLM) read of an analysed text: the segmented
+    normalised text with whole flags as sent ("🇺🇦" is a flag, not the token "ua"; letters spelled in
+    regional indicators stay letters: services/common/text_match/flags.py). The lexicon reads the
+    letters of both. Same length, so offsets into the segmented text still hold.
+
+    Example::
+
+        analysis = model.analyzer.analyse(["love 🇺🇦 🇰🇮🇱🇱"])[0]
+        analysis.segmented.text, heads_text(analysis)   # ('love ua kill', 'love 🇺🇦 kill')
+    """
+    return with_flags(analysis.segmented, analysis.segmented.text)
 
 
 class TextPipelineShape:
@@ -145,12 +161,12 @@ class TextModerationModel(TextPipelineShape):
     def score(self, texts: Sequence[str]) -> FastScores:
         """The fast path for decoded texts (used by `infer` and by the semantic model)."""
         analyses = self.analyzer.analyse(texts)
-        segmented = [a.segmented.text for a in analyses]
+        segmented = [heads_text(a) for a in analyses]
         tfidf = self._tfidf.transform(segmented)
         structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
                                                                                           np.float32)
         scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
-        unread = [i for i, a in enumerate(analyses) if not english_reads(a.segmented.text)]
+        unread = [i for i, text in enumerate(segmented) if not english_reads(text)]
         scores[unread] = 0.0  # no letter outside CJK (Chinese or emoji only): the heads abstain (module docstring)
         return FastScores(analyses, tfidf, scores)
 
@@ -171,7 +187,7 @@ class TextModerationModel(TextPipelineShape):
             jobs.extend((index, s) for s in (sentences if len(sentences) > 1 else []))
         if not jobs:
             return out
-        texts = [result.analyses[i].segmented.text[a:b] for i, (a, b) in jobs]
+        texts = [heads_text(result.analyses[i])[a:b] for i, (a, b) in jobs]
         features = np.stack([result.analyses[i].features for i, _ in jobs])
         scores = self._heads.predict(head_features(self._tfidf.transform(texts), self._static.embed(texts), features))
         best: dict[tuple[int, int], tuple[float, tuple[int, int]]] = {}

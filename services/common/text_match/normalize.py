@@ -9,7 +9,8 @@ Steps, in order (each output character keeps the offset of the input character i
 1. Per character: NFKC (full-width -> half-width, ligatures, circled and mathematical letters), case
    folding (`str.casefold`), traditional -> simplified Chinese (OpenCC `t2s`, character by character),
    Latin diacritics stripped (é -> e), combining marks and variation selectors dropped, Cyrillic/Greek
-   look-alikes and negative circled/squared letters folded to Latin (а -> a, ο -> o, 🅺 -> k), format (Cf) and control (Cc) characters dropped,
+   look-alikes, negative circled/squared letters and regional indicators folded to Latin (а -> a, ο -> o,
+   🅺 -> k, 🇰 -> k), format (Cf) and control (Cc) characters dropped,
    every whitespace character turned into a space. Per-character NFKC/t2s is deliberate: it keeps the
    offsets exact; phrase-level conversion would not change what a blocklist matches.
 2. Whitespace runs become one space; leading and trailing spaces go.
@@ -73,8 +74,12 @@ _HOMOGLYPHS = str.maketrans({
     "ı": "i", "ł": "l", "ø": "o", "đ": "d", "ħ": "h", "ŧ": "t", "ß": "ss", "æ": "ae", "œ": "oe",
 })
 # Negative circled and negative squared Latin capitals (🅐 🅺 🆈), which NFKC leaves alone although they
-# are letters written as symbols ("🅺🅸🅻🅻 🆈🅾🆄"). Regional indicators (🇦-🇿) stay: pairs of them are flags.
-_HOMOGLYPHS.update({base + offset: chr(ord("a") + offset) for base in (0x1F150, 0x1F170) for offset in range(26)})
+# are letters written as symbols ("🅺🅸🅻🅻 🆈🅾🆄"), and regional indicators (🇦-🇿): a pair of them shows as
+# a flag, but each is a letter, and "🇰🇮🇱🇱 🇾🇴🇺" spells a threat that no model would otherwise read (and
+# three valid flags in a row, 🇳🇮 🇬🇬 🇪🇷, spell a slur). A real flag becomes its two-letter region code
+# ("🇺🇸" -> "us"), which is what it means.
+_HOMOGLYPHS.update({base + offset: chr(ord("a") + offset) for base in (0x1F150, 0x1F170, 0x1F1E6)
+                    for offset in range(26)})
 _COMBINING_RANGES = ((0x0300, 0x036F), (0x1AB0, 0x1AFF), (0x1DC0, 0x1DFF), (0x20D0, 0x20FF),
                      (0xFE20, 0xFE2F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
 # Traditional -> simplified is computed once for the BMP Han blocks (a few ms with OpenCC).

@@ -173,13 +173,13 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
 
     from services.text.build.finetune_minilm import build_tuned_minilm
     from services.text.build.static_vectors import build_static_vectors
-    from services.text.model import SPAM_MODEL, TOXICITY_MODEL
+    from services.text.model import SPAM_MODEL, TOXICITY_MODEL, heads_text
     from services.text.semantic import LEXICAL_HEADS, logits
 
     data = data or load_training_data()
     analyzer = text_analyzer(repository)
     train_a, dev_a = analyzer.analyse_all([e.text for e in data.train]), analyzer.analyse_all([e.text for e in data.dev])
-    train_text, dev_text = [a.segmented.text for a in train_a], [a.segmented.text for a in dev_a]
+    train_text, dev_text = [heads_text(a) for a in train_a], [heads_text(a) for a in dev_a]  # as served
     s_train = np.stack([a.features for a in train_a])
     s_dev = np.stack([a.features for a in dev_a])
     y_train, y_dev = _labels(data.train), _labels(data.dev)

@@ -157,7 +157,7 @@ def test_the_english_heads_abstain_on_chinese_without_latin_letters(text_model: 
 #: emoji-only chat messages: the tokenizers read every emoji as one unknown token, so the heads scored every
 #: such message the same (`sexual` 0.77, `self_harm` 0.42: REVIEW under the default policy); without a
 #: letter to read the English heads now abstain (`english_reads`)
-EMOJI_ONLY = ["😊", "🍕🍕", "👍", "🎉🎉🎉", "🙂", "🌧️", "😂😂", "!!!", "12345"]
+EMOJI_ONLY = ["😊", "🍕🍕", "👍", "🎉🎉🎉", "🙂", "🌧️", "😂😂", "!!!", "12345", "🇺🇸", "🇯🇵🇰🇷", "🇺🇦❤️", "🇧🇷🇧🇷🇧🇷"]
 
 
 def test_emoji_only_messages_stay_below_every_review_threshold(text_model: TextModerationModel) -> None:
@@ -170,5 +170,13 @@ def test_emoji_only_messages_stay_below_every_review_threshold(text_model: TextM
 
 
 def test_letters_written_as_symbols_are_read(text_model: TextModerationModel) -> None:
-    out = text_model.infer(batch("🅨🅞🅤 🅐🅡🅔 🅐🅝 🅘🅓🅘🅞🅣"))
+    # the last one has no lexicon hit: only the heads can read it, and they do
+    out = text_model.infer(batch("🅨🅞🅤 🅐🅡🅔 🅐🅝 🅘🅓🅘🅞🅣", "🇮 🇼🇮🇱🇱 🇰🇮🇱🇱 🇾🇴🇺", "🇮'🇱🇱 🇫🇮🇳🇩 🇾🇴🇺 🇦🇳🇩 🇾🇴🇺🇷 🇰🇮🇩🇸"))
     assert out["HARASSMENT"][0, 0] >= 0.5
+    assert out["VIOLENCE"][1, 0] >= 0.5 and json.loads(out["MATCHES"][1, 0])
+    assert out["VIOLENCE"][2, 0] >= 0.5 and not json.loads(out["MATCHES"][2, 0])
+
+
+def test_three_real_flags_that_spell_a_slur_are_matched(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch("🇳🇮🇬🇬🇪🇷"))  # Nicaragua, Guernsey, Eritrea: each a real flag
+    assert [hit["category"] for hit in json.loads(out["MATCHES"][0, 0])] == ["hate"]

@@ -153,12 +153,17 @@ def test_chinese_entries_matched_in_latin_letters_need_no_english_corroboration(
 
 
 def test_emoji_only_messages_stay_below_every_review_threshold(semantic_model: TextSemanticModel) -> None:
-    texts = ["😊", "🍕🍕", "👍", "🎉🎉🎉", "🙂", "🌧️", "😂😂"]
+    texts = ["😊", "🍕🍕", "👍", "🎉🎉🎉", "🙂", "🌧️", "😂😂", "🇺🇸", "🇯🇵🇰🇷", "🇺🇦❤️"]  # flags: emoji, not "us"
     out = semantic_model.infer(batch(*texts))
     for index, text in enumerate(texts):
         scores = {name: round(float(out[name][index, 0]), 3) for name in contract.SCORE_OUTPUTS}
         flagged = {name: score for name, score in scores.items() if score >= DEFAULT_REVIEW[name.lower()]}
         assert not flagged, (text, scores)
+
+
+def test_a_threat_spelled_in_regional_indicators_is_read(semantic_model: TextSemanticModel) -> None:
+    out = semantic_model.infer(batch("🇮'🇱🇱 🇫🇮🇳🇩 🇾🇴🇺 🇦🇳🇩 🇾🇴🇺🇷 🇰🇮🇩🇸"))  # no lexicon hit: MiniLM reads it
+    assert out["VIOLENCE"][0, 0] >= 0.5
 
 
 def test_chinese_texts_get_at_least_the_chinese_ngram_heads_scores(semantic_model: TextSemanticModel) -> None:

@@ -156,8 +156,12 @@ def test_pure_han_fast_path_relies_on_unified_han_folding_to_itself() -> None:
     assert normalize("說話").text == "说话"
 
 
-def test_negative_circled_and_squared_letters_fold_to_latin_but_flags_stay() -> None:
+def test_negative_circled_and_squared_letters_and_regional_indicators_fold_to_latin() -> None:
     # NFKC leaves these letter-symbols alone; written out they spell words the models must read
     assert normalize("🅺🅸🅻🅻 🆈🅾🆄").text == "kill you"
     assert normalize("🅚🅘🅛🅛").text == "kill"
-    assert normalize("🇺🇸 ok").text == "🇺🇸 ok"  # regional indicators: pairs of them are flags
+    assert normalize("🇰🇮🇱🇱 🇾🇴🇺").text == "kill you"  # 🇰🇮 is a flag, 🇱🇱 none: letters all the same
+    assert normalize("🇳🇮🇬🇬🇪🇷").text == "nigger"  # three real flags in a row spell a slur
+    spaced = normalize("🇰 🇮 🇱 🇱 yourself")
+    assert spaced.text == "kill yourself" and spaced.original_text(0, 4) == "🇰 🇮 🇱 🇱"
+    assert normalize("go 🇫🇷!").text == "go fr!"  # a real flag reads as its region code
