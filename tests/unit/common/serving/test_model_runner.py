@@ -11,9 +11,10 @@ from typing import Mapping, Sequence
 import numpy as np
 import pytest
 
+from services.common.contracts.tensors import TensorSpec
 from services.common.serving.batcher import BatchingConfig
 from services.common.serving.kserve_servicer import ModelRunner, lower_thread_priority
-from services.common.serving.model_api import ModelFile, TensorSpec
+from services.common.serving.model_api import ModelFile
 
 
 class ThreadRecordingModel:
