@@ -68,11 +68,13 @@ _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 pr
 
 @dataclass(frozen=True)
 class FastScores:
-    """The fast path's answer for a batch: the analyses, TF-IDF rows and calibrated scores [N, 7]."""
+    """The fast path's answer for a batch: the analyses, TF-IDF rows, calibrated scores [N, 7] and what
+    the English heads read of each text (`heads_text`)."""
 
     analyses: list[Analysis]
     tfidf: np.ndarray
     scores: np.ndarray
+    heads_texts: list[str]
 
 
 def english_reads(text: str) -> bool:
@@ -168,7 +170,7 @@ class TextModerationModel(TextPipelineShape):
         scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
         unread = [i for i, text in enumerate(segmented) if not english_reads(text)]
         scores[unread] = 0.0  # no letter outside CJK (Chinese or emoji only): the heads abstain (module docstring)
-        return FastScores(analyses, tfidf, scores)
+        return FastScores(analyses, tfidf, scores, segmented)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""
@@ -187,7 +189,7 @@ class TextModerationModel(TextPipelineShape):
             jobs.extend((index, s) for s in (sentences if len(sentences) > 1 else []))
         if not jobs:
             return out
-        texts = [heads_text(result.analyses[i])[a:b] for i, (a, b) in jobs]
+        texts = [result.heads_texts[i][a:b] for i, (a, b) in jobs]
         features = np.stack([result.analyses[i].features for i, _ in jobs])
         scores = self._heads.predict(head_features(self._tfidf.transform(texts), self._static.embed(texts), features))
         best: dict[tuple[int, int], tuple[float, tuple[int, int]]] = {}

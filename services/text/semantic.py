@@ -54,7 +54,7 @@ from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
 from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
-                                 encode_outputs, english_reads, heads_text)
+                                 encode_outputs, english_reads)
 from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads
 
 __all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "LEXICAL_HEADS", "REPOSITORY_MODELS", "SEMANTIC_HEADS",
@@ -161,7 +161,7 @@ class TextSemanticModel(TextPipelineShape):
         # only a text's non-CJK letters (CJK blanked), a CJK text without any keeps the fast scores, and for
         # a text with CJK in it the semantic score can only add to the fast one (the lexicon and the zh rules
         # judge the Chinese): padding English with Chinese does not hide it from the semantic model.
-        rows = [i for i, a in enumerate(fast.analyses) if english_reads(heads_text(a))]
+        rows = [i for i, text in enumerate(fast.heads_texts) if english_reads(text)]
         if len(rows) < len(texts):  # the rows that keep the fast scores keep the fast evidence too
             fallbacks = self.fast.sentence_fallbacks(fast)
             for i in rows:
@@ -174,7 +174,7 @@ class TextSemanticModel(TextPipelineShape):
         if not rows:
             return encode_outputs(fast.analyses, scores, fallbacks)
         analyses = [fast.analyses[i] for i in rows]
-        seen = [blank_han(heads_text(a)) for a in analyses]
+        seen = [blank_han(fast.heads_texts[i]) for i in rows]
         embeddings = self._embedder.embed(seen)
         structured = np.stack([a.features for a in analyses])
         lexical = self._lexical.predict(np.hstack([fast.tfidf[rows], structured]).astype(np.float32))

@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Collection
+import re
 
 from services.common.text_match.normalize import NormalizedText
 
@@ -40,31 +40,22 @@ YT ZA ZM ZW EU UN XK AC CP DG EA IC TA
 """.split())
 
 
-def _is_indicator(char: str) -> bool:
-    return _FIRST <= ord(char) <= _LAST
+_RUN = re.compile(f"[{chr(_FIRST)}-{chr(_LAST)}]+")
 
 
 def _flag_runs(original: str) -> set[int]:
     """Indices in `original` of regional indicators in runs that are whole flags."""
     indices: set[int] = set()
-    start = 0
-    while start < len(original):
-        if not _is_indicator(original[start]):
-            start += 1
-            continue
-        end = start
-        while end < len(original) and _is_indicator(original[end]):
-            end += 1
-        letters = "".join(chr(ord("A") + ord(c) - _FIRST) for c in original[start:end])
+    for run in _RUN.finditer(original):
+        letters = "".join(chr(ord("A") + ord(c) - _FIRST) for c in run.group())
         if len(letters) % 2 == 0 and all(letters[i:i + 2] in FLAG_REGIONS for i in range(0, len(letters), 2)):
-            indices.update(range(start, end))
-        start = end
+            indices.update(range(run.start(), run.end()))
     return indices
 
 
 def flag_letters(text: NormalizedText) -> frozenset[int]:
     """Positions in `text.text` whose character came from a regional indicator of a whole flag."""
-    if not any(_is_indicator(c) for c in text.original):
+    if _RUN.search(text.original) is None:  # almost every text: one C-level scan
         return frozenset()
     flags = _flag_runs(text.original)
     return frozenset(i for i, offset in enumerate(text.offsets) if offset in flags)
