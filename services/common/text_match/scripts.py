@@ -11,9 +11,10 @@ Example::
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
-__all__ = ["CJK_RANGES", "blank_han", "has_cjk", "is_cjk", "is_word_char"]
+__all__ = ["CJK_RANGES", "blank_han", "has_cjk", "is_cjk", "is_word_char", "latin_words"]
 
 # Han (with extensions and compatibility ideographs), kana, Hangul, Bopomofo, CJK symbols block.
 CJK_RANGES = (
@@ -21,6 +22,21 @@ CJK_RANGES = (
     (0x3130, 0x318F), (0x31A0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F),
     (0xAC00, 0xD7FF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x323AF),
 )
+
+
+#: a run of letters outside the CJK blocks (Latin, Cyrillic, Greek...): one "word" for `latin_words`
+_NON_CJK_LETTERS = re.compile("[^\\W\\d_" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in CJK_RANGES) + "]+")
+
+
+def latin_words(text: str) -> int:
+    """How many runs of letters outside the CJK blocks `text` holds ("我们team今天ok" -> 2).
+
+    Example::
+
+        >>> latin_words("打call，加油！"), latin_words("i will find you"), latin_words("666 😊")
+        (1, 4, 0)
+    """
+    return sum(1 for _ in _NON_CJK_LETTERS.finditer(text))
 
 
 @lru_cache(maxsize=65536)

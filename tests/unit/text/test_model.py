@@ -146,12 +146,34 @@ def test_contract_metadata(text_model: TextModerationModel) -> None:
 
 def test_the_english_heads_abstain_on_chinese_without_latin_letters(text_model: TextModerationModel) -> None:
     # the heads would score only the structured features of a Chinese text; Chinese is judged by its hits
-    texts = ["如果你有轻生的念头，请拨打心理援助热线", "你怎么还不去死，活着浪费空气", "gg 你好 idiot"]
+    texts = ["如果你有轻生的念头，请拨打心理援助热线", "你怎么还不去死，活着浪费空气", "gg 你好 you are an idiot"]
     out = text_model.infer(batch(*texts))
     for name in contract.SCORE_OUTPUTS:
         assert out[name][0, 0] == 0.0 and out[name][1, 0] == 0.0, name
     assert json.loads(out["MATCHES"][1, 0]) and not json.loads(out["MATCHES"][0, 0])
-    assert any(out[name][2, 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # a Latin letter: the heads read it
+    assert any(out[name][2, 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # five English words: the heads read them
+
+
+#: benign Chinese chat with one or two Latin tokens: read as English among unknown tokens they were noise
+#: to the heads (11 of these 16 were flagged before `MIXED_ENGLISH_WORDS`)
+CHINESE_WITH_LATIN_TOKENS = ["打call，加油！", "这个up主太6了，yyds", "今天有点emo了", "周末一起去KTV吧",
+                             "我用的是iPhone，拍照很清楚", "明天的meeting改到下午三点", "他是我的idol",
+                             "这首歌的beat很好听", "好的ok，没问题", "买了个switch，周末一起玩", "我们team今天加班",
+                             "这家店的vibe很棒", "下周去hk出差", "awsl，太可爱了"]
+
+
+def test_chinese_with_a_few_latin_tokens_is_left_to_the_chinese_matchers(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch(*CHINESE_WITH_LATIN_TOKENS))
+    for index, text in enumerate(CHINESE_WITH_LATIN_TOKENS):
+        assert all(out[name][index, 0] == 0.0 for name in contract.SCORE_OUTPUTS), text
+        assert not json.loads(out["MATCHES"][index, 0]), text
+
+
+def test_latin_insults_inside_chinese_are_still_matched(text_model: TextModerationModel) -> None:
+    texts = ["你真是个idiot", "你是不是stupid啊", "你这个loser永远找不到女朋友"]
+    out = text_model.infer(batch(*texts))
+    for index, text in enumerate(texts):
+        assert "harassment" in {m["category"] for m in json.loads(out["MATCHES"][index, 0])}, text
 
 
 #: emoji-only chat messages: the tokenizers read every emoji as one unknown token, so the heads scored every
