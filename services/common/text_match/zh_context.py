@@ -1,9 +1,10 @@
 """Context for ambiguous Chinese insults: is someone addressed?
 
 废物, 垃圾 and 猪头 are ordinary words about things (这部电影真垃圾); entries flagged `needs_target`
-count only when the text addresses a person: the second person (你, 您, 你丫) or the ways chat and
-comment threads point at someone (楼上, 楼主, 主播, up主, 三楼...). The addressee list is data
-(data/zh_addressees.json).
+count only when the text addresses a person: the second person (你, 您, 你丫), the ways chat and
+comment threads point at someone (楼上, 楼主, 主播, up主, 三楼...), or an imperative or opening vocative
+that addresses the reader without naming them (别在这丢人现眼, 赶紧滚, 妹妹多大了). The addressee list and
+the implied forms are data (data/zh_addressees.json).
 
 Example::
 
@@ -21,18 +22,39 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ADDRESSEES_PATH", "CONTEXTS_PATH", "ContextRule", "addressed", "load_contexts", "load_ordinary_phrases",
-           "parse_contexts", "parse_ordinary_phrases", "quoted_in_view", "quoted_spans", "suppressing_context"]
+           "parse_addressees", "parse_contexts", "parse_ordinary_phrases", "quoted_in_view", "quoted_spans", "suppressing_context"]
 
 ADDRESSEES_PATH = Path(__file__).resolve().parent / "data" / "zh_addressees.json"
 
 
 @lru_cache(maxsize=1)
 def _pattern() -> re.Pattern[str]:
-    document = json.loads(ADDRESSEES_PATH.read_text(encoding="utf-8"))
+    return parse_addressees(json.loads(ADDRESSEES_PATH.read_text(encoding="utf-8")), ADDRESSEES_PATH)
+
+
+def parse_addressees(document: dict[str, Any], path: Path | str = "<addressees>") -> re.Pattern[str]:
+    """One pattern for an addressee document: any of its `addressees` (literal words: 你, 楼主, 主播...)
+    or of its `implied` regular expressions (the reader addressed without a word for them: 别在这丢人,
+    赶紧滚, a message opening with 妹妹). Errors name the file and key.
+
+    Example::
+
+        >>> bool(parse_addressees({"addressees": ["你"], "implied": ["^兄弟"]}).search("兄弟别这样"))
+        True
+    """
     words = document.get("addressees")
     if not isinstance(words, list) or not words or not all(isinstance(w, str) and w for w in words):
-        raise ValueError(f"addressees: {ADDRESSEES_PATH} must hold a non-empty list of strings")
-    return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
+        raise ValueError(f"addressees: {path} must hold a non-empty list of strings")
+    implied = document.get("implied", [])
+    if not isinstance(implied, list):
+        raise ValueError(f"{path}: implied: must be a list of regular expressions, got {type(implied).__name__}")
+    alternatives = [re.escape(w) for w in sorted(words, key=len, reverse=True)]
+    for index, raw in enumerate(implied):
+        compiled = _compile(raw, f"{path}: implied[{index}]")
+        if compiled is None:
+            raise ValueError(f"{path}: implied[{index}]: must be a non-empty regular expression string")
+        alternatives.append(f"(?:{compiled.pattern})")
+    return re.compile("|".join(alternatives))
 
 
 def addressed(normalised: str) -> bool:

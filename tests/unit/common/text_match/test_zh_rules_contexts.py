@@ -16,8 +16,8 @@ import pytest
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_clauses import clause_normalize
-from services.common.text_match.zh_context import (load_contexts, load_ordinary_phrases, parse_contexts,
-                                                   parse_ordinary_phrases, quoted_spans)
+from services.common.text_match.zh_context import (addressed, load_contexts, load_ordinary_phrases, parse_addressees,
+                                                   parse_contexts, parse_ordinary_phrases, quoted_spans)
 from services.common.text_match.zh_rules import load_rules, parse_rules
 from services.common.text_match.zh_variants import variant_view
 
@@ -79,6 +79,30 @@ def test_phrase_rules_leave_benign_lookalikes_alone(text: str) -> None:
 def test_needs_target_rule_needs_someone_addressed() -> None:
     assert "harassment" in categories("楼主脑子进水了吧")
     assert "harassment" not in categories("手机进水了，脑子都乱了")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("菜就多练，别在这丢人现眼", True), ("活着也是拖累家人，早点走吧", True), ("赶紧滚出去", True),
+    ("妹妹多大了，发张照片", True), ("兄弟们冲啊", False), ("我妹妹多大了", False), ("这部电影真垃圾", False),
+    ("今天早点睡吧", False),
+])
+def test_an_imperative_or_an_opening_vocative_addresses_the_reader(text: str, expected: bool) -> None:
+    assert addressed(normalize(text).text) is expected, text
+
+
+def test_needs_target_rules_fire_on_an_implied_addressee() -> None:
+    assert "harassment" in categories("菜就多练，别在这丢人现眼")
+    assert "self_harm" in categories("活着也是拖累家人，早点走吧")
+    assert not categories("我活着也是拖累家人")  # no one addressed: a feeling, not incitement
+
+
+def test_addressee_file_errors_name_the_file_and_key() -> None:
+    with pytest.raises(ValueError, match=r"a\.json: implied\[1\]: invalid pattern"):
+        parse_addressees({"addressees": ["你"], "implied": ["^兄弟", "(别"]}, "a.json")
+    with pytest.raises(ValueError, match=r"a\.json: implied: must be a list"):
+        parse_addressees({"addressees": ["你"], "implied": "别"}, "a.json")
+    with pytest.raises(ValueError, match=r"addressees: a\.json must hold"):
+        parse_addressees({"addressees": []}, "a.json")
 
 
 def test_clause_view_keeps_clause_punctuation_and_offsets() -> None:
