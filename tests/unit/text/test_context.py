@@ -74,6 +74,7 @@ ALLOW_CASES = {
     "pussy_willow": ("the pussy willow is flowering", "nice pussy"),
     "wild_ass": ("we rode an ass up the mountain path", "kiss my ass"),
     "cock_bird": ("the cock crowed at dawn", "suck my cock"),
+    "tit_bird": ("blue tits and coal tits visit our bird feeder", "she has great tits"),
     "nude_colour": ("I bought nude heels", "nude photos of her"),
     "anal_retentive": ("he is so anal-retentive about his desk", "anal videos"),
     "rape_support": ("call the rape crisis line", "i will rape her"),
