@@ -94,7 +94,7 @@ def test_chinese_keeps_the_fast_scores_and_cannot_hide_english(semantic_model: T
 def test_hits_count_only_when_the_semantic_score_corroborates_them(semantic_model: TextSemanticModel) -> None:
     # A lexicon hit in English the heads do not corroborate (a bird's name, a quoted slur condemned)
     # is held back; the fast model reports it; a Chinese text keeps every hit.
-    texts = ["the coal tit and long-tailed tit are regulars at our feeder", "you stupid slut, nobody wants you here",
+    texts = ["the great tit is a regular at our feeder", "you stupid slut, nobody wants you here",
              "你这个傻逼"]
     semantic, fast = semantic_model.infer(batch(*texts)), semantic_model.fast.infer(batch(*texts))
     floor = semantic_model.corroboration_floor
