@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
+from collections import Counter, defaultdict
 from functools import lru_cache
 from typing import Sequence
 
@@ -40,16 +42,53 @@ def term_syllables(term: str) -> tuple[str, ...]:
 _PARTICLE_READINGS = {"了": "le", "着": "zhe", "的": "de", "得": "de", "么": "me", "呢": "ne", "吧": "ba", "啊": "a"}
 
 
+#: a Han character's second or later reading counts only when at least this many of pypinyin's
+#: dictionary phrases read it so (`readings`)
+MIN_PHRASES_FOR_A_READING = 3
+_TONED_U = str.maketrans({"ü": "v", "ǖ": "v", "ǘ": "v", "ǚ": "v", "ǜ": "v"})
+
+
+@lru_cache(maxsize=1)
+def _phrase_readings() -> dict[str, Counter[str]]:
+    """Per Han character, how many of pypinyin's dictionary phrases read it with each toneless reading."""
+    from pypinyin.phrases_dict import phrases_dict  # the phrase table lazy_pinyin already loads
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for phrase, syllables in phrases_dict.items():
+        if len(phrase) != len(syllables):
+            continue
+        for char, options in zip(phrase, syllables):
+            counts[char][_toneless(options[0])] += 1
+    return dict(counts)
+
+
+def _toneless(syllable: str) -> str:
+    decomposed = unicodedata.normalize("NFD", syllable.translate(_TONED_U))
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
 @lru_cache(maxsize=65536)
 def readings(char: str) -> frozenset[str]:
-    """Every toneless reading of one Han character (a particle: only its particle reading); empty
-    for anything else."""
+    """The toneless readings of one Han character an evader could write it for: its first
+    (commonest) reading, and any other that at least `MIN_PHRASES_FOR_A_READING` dictionary phrases
+    use (a character no phrase holds keeps them all). A particle has only its particle reading;
+    anything else has none. Rare readings made ordinary words sound like listed terms: 才 has a
+    classical reading zai, so 你太有才了 read as 宰了 ("kill").
+
+    Example::
+
+        >>> sorted(readings("才")), sorted(readings("长")), sorted(readings("和"))
+        (['cai'], ['chang', 'zhang'], ['he', 'huo'])
+    """
     if not ("\u3400" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff"):
         return frozenset()
     if char in _PARTICLE_READINGS:
         return frozenset((_PARTICLE_READINGS[char],))
     result = pinyin(char, style=Style.NORMAL, heteronym=True, errors="ignore")
-    return frozenset(r.lower() for group in result for r in group if r.isascii() and r.isalpha())
+    options = [r.lower() for group in result for r in group if r.isascii() and r.isalpha()]
+    used = _phrase_readings().get(char)
+    if used is None:
+        return frozenset(options)
+    return frozenset(r for index, r in enumerate(options) if index == 0 or used[r] >= MIN_PHRASES_FOR_A_READING)
 
 
 _LATIN_RUN = re.compile("[a-z]+")

@@ -8,7 +8,7 @@ from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_contact import contact_spans
 from services.common.text_match.zh_context import addressed
-from services.common.text_match.zh_pinyin import find_pinyin, term_syllables
+from services.common.text_match.zh_pinyin import find_pinyin, readings, term_syllables
 from services.common.text_match.zh_segment import cuts_word, word_spans
 
 
@@ -165,7 +165,7 @@ def test_default_lexicon_loads_the_chinese_lists() -> None:
 
 def test_two_latin_initials_in_english_text_are_not_a_pinyin_hit() -> None:
     """Regression: "I'll" held the initials "ll" of 裸聊 (sexual, severity 3), so English text was flagged."""
-    from services.common.text_match.zh_pinyin import find_pinyin, term_syllables
+    from services.common.text_match.zh_pinyin import find_pinyin, readings, term_syllables
 
     assert find_pinyin("i'll be there at five", term_syllables("裸聊"), initials=True) == []
     assert find_pinyin("ll 你来吗", term_syllables("裸聊"), initials=True) == [(0, 2)]
@@ -192,6 +192,15 @@ def test_particles_are_read_only_as_particles() -> None:
     lexicon = Lexicon.build([LexiconEntry("裸聊", "sexual", 3, "t", spaces=("chars", "pinyin"))])
     assert _hits(lexicon, "东西落了") == []
     assert _hits(lexicon, "来落聊吗") == [("sexual", "落聊")]
+
+
+def test_a_rare_reading_makes_no_homophone() -> None:
+    # 才 has a classical reading "zai": 你太有才了 ("you're so talented") sounded like 宰了 ("kill");
+    # a second reading that dictionary phrases use still counts (长 zhang / chang, 行 xing / hang)
+    lexicon = Lexicon.build([LexiconEntry("宰了", "violence", 3, "t", spaces=("chars", "pinyin"))])
+    assert _hits(lexicon, "哈哈哈，你太有才了") == []
+    assert _hits(lexicon, "把他载了") == [("violence", "载了")]
+    assert readings("才") == {"cai"} and readings("长") == {"zhang", "chang"} and readings("行") >= {"xing", "hang"}
 
 
 @pytest.mark.parametrize("text", ["薇：yy6666", "加V：hh8888", "加tg：@abc888", "详情QQ：haoyun888", "💚信 haoyun668"])
