@@ -57,8 +57,8 @@ __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFI
            "heads_text"]
 
 #: A text with CJK characters is read by the English heads only with at least this many words of
-#: non-CJK letters (`english_reads`).
-MIXED_ENGLISH_WORDS = 3
+#: non-CJK letters (`english_reads`): one Latin token in Chinese chat is noise to them, two may be an insult.
+MIXED_ENGLISH_WORDS = 2
 
 TOXICITY_MODEL = "toxicity_en"
 SPAM_MODEL = "spam_en"
@@ -90,16 +90,16 @@ def english_reads(text: str) -> bool:
     whatever emoji the training rows held (it was `sexual` 0.77 for every emoji-only message). Chinese
     chat is full of single Latin tokens (打call, up主, yyds, 我们team, 好的ok): read as one English word
     among unknown tokens, they were noise to the heads (11 of 16 such benign lines were flagged), so a
-    Chinese text with one or two Latin words is judged by the lexicon and the zh rules, which match
-    Latin insults and evasions inside Chinese; a longer English passage is still read however much
-    Chinese pads it.
+    Chinese text with one Latin word is judged by the lexicon and the zh rules, which match Latin
+    insults and evasions inside Chinese. Two words are read: English padded with Chinese ("fuck you
+    哈哈", "stupid bitch 你好你好") must not escape the heads (with three, those two were not flagged).
 
     Example::
 
         >>> english_reads("我知道你住哪"), english_reads("gg 你好"), english_reads("😊"), english_reads("ok 😊")
         (False, False, False, True)
-        >>> english_reads("gg"), english_reads("i will find you 你好")
-        (True, True)
+        >>> english_reads("gg"), english_reads("fuck you 哈哈"), english_reads("i will find you 你好")
+        (True, True, True)
     """
     words = latin_words(text)
     return words > 0 and (words >= MIXED_ENGLISH_WORDS or not has_cjk(text))

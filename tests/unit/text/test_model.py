@@ -154,19 +154,26 @@ def test_the_english_heads_abstain_on_chinese_without_latin_letters(text_model: 
     assert any(out[name][2, 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # five English words: the heads read them
 
 
-#: benign Chinese chat with one or two Latin tokens: read as English among unknown tokens they were noise
-#: to the heads (11 of these 16 were flagged before `MIXED_ENGLISH_WORDS`)
-CHINESE_WITH_LATIN_TOKENS = ["打call，加油！", "这个up主太6了，yyds", "今天有点emo了", "周末一起去KTV吧",
-                             "我用的是iPhone，拍照很清楚", "明天的meeting改到下午三点", "他是我的idol",
-                             "这首歌的beat很好听", "好的ok，没问题", "买了个switch，周末一起玩", "我们team今天加班",
-                             "这家店的vibe很棒", "下周去hk出差", "awsl，太可爱了"]
+#: benign Chinese chat with one Latin token: read as English among unknown tokens it was noise to the heads
+#: (11 of these 16 lines were flagged before `MIXED_ENGLISH_WORDS`)
+CHINESE_WITH_A_LATIN_TOKEN = ["打call，加油！", "今天有点emo了", "周末一起去KTV吧", "我用的是iPhone，拍照很清楚",
+                              "明天的meeting改到下午三点", "他是我的idol", "这首歌的beat很好听", "好的ok，没问题",
+                              "买了个switch，周末一起玩", "我们team今天加班", "这家店的vibe很棒", "下周去hk出差",
+                              "awsl，太可爱了"]
 
 
-def test_chinese_with_a_few_latin_tokens_is_left_to_the_chinese_matchers(text_model: TextModerationModel) -> None:
-    out = text_model.infer(batch(*CHINESE_WITH_LATIN_TOKENS))
-    for index, text in enumerate(CHINESE_WITH_LATIN_TOKENS):
+def test_chinese_with_one_latin_token_is_left_to_the_chinese_matchers(text_model: TextModerationModel) -> None:
+    out = text_model.infer(batch(*CHINESE_WITH_A_LATIN_TOKEN))
+    for index, text in enumerate(CHINESE_WITH_A_LATIN_TOKEN):
         assert all(out[name][index, 0] == 0.0 for name in contract.SCORE_OUTPUTS), text
         assert not json.loads(out["MATCHES"][index, 0]), text
+
+
+def test_two_english_words_padded_with_chinese_are_still_read(text_model: TextModerationModel) -> None:
+    texts = ["fuck you 哈哈", "stupid bitch 你好你好"]
+    out = text_model.infer(batch(*texts))
+    for index, text in enumerate(texts):
+        assert max(float(out[name][index, 0]) for name in contract.SCORE_OUTPUTS) >= 0.5, text
 
 
 def test_latin_insults_inside_chinese_are_still_matched(text_model: TextModerationModel) -> None:
