@@ -51,3 +51,23 @@ def test_threat_read_by_ocr_from_an_image_is_flagged(stub: pb_grpc.ModerationSer
     spans = [e.text_span for e in response.evidence
              if e.WhichOneof("kind") == "text_span" and e.text_span.from_ocr and e.category == "violence"]
     assert spans, response.evidence
+
+
+#: Chinese chat with one Latin token is not read by the English heads (it was noise to them), two English
+#: words padded with Chinese are, and Latin insults inside Chinese are matched by the zh rules
+LATIN_TOKENS_BENIGN = ["打call，加油！", "我们team今天加班", "好的ok，没问题", "你太有才了，哈哈"]
+LATIN_TOKENS_HARMFUL = [("harassment", "你真是个idiot"), ("harassment", "fuck you 哈哈"),
+                        ("harassment", "菜就多练，别在这丢人现眼"), ("self_harm", "活着也是拖累家人，早点走吧")]
+
+
+@pytest.mark.parametrize("text", LATIN_TOKENS_BENIGN)
+def test_chinese_chat_with_a_latin_token_is_allowed(stub: pb_grpc.ModerationServiceStub, text: str) -> None:
+    response = moderate(stub, text)
+    assert response.decision == pb.ALLOW, response
+
+
+@pytest.mark.parametrize(("category", "text"), LATIN_TOKENS_HARMFUL, ids=[t for _, t in LATIN_TOKENS_HARMFUL])
+def test_latin_insults_padding_and_implied_addressees_are_flagged(stub: pb_grpc.ModerationServiceStub,
+                                                                  category: str, text: str) -> None:
+    response = moderate(stub, text)
+    assert response.decision in (pb.BLOCK, pb.REVIEW) and _flagged(response, category), response
