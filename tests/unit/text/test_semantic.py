@@ -11,6 +11,7 @@ import yaml
 
 from services.common.contracts import text as contract
 from services.text.semantic import TextSemanticModel, blank_han, corroborated, english_reads, logits
+from services.text.zh_ngram import without_untargeted
 
 TEXTS = ["I'll be outside your office at five, come alone", "see you at the station tomorrow",
          "youareanidiot", "Congratulations! You won an iPhone, claim at bit.ly/x", ""]
@@ -78,7 +79,8 @@ def test_chinese_keeps_the_fast_scores_and_cannot_hide_english(semantic_model: T
     texts = ["明天降温，出门记得加衣服", "我知道你住哪，出门小心点", "I'll be outside your office at five, come alone"]
     semantic = semantic_model.infer(batch(*texts))
     fast = semantic_model.fast.infer(batch(*texts))
-    chinese = semantic_model._zh.score([a.segmented.text for a in semantic_model.fast.analyzer.analyse(texts[:2])])
+    zh_texts = [a.segmented.text for a in semantic_model.fast.analyzer.analyse(texts[:2])]
+    chinese = without_untargeted(semantic_model._zh.score(zh_texts), zh_texts)  # violence/self_harm need a target
     for column, name in enumerate(contract.SCORE_OUTPUTS):
         assert np.allclose(semantic[name][:2, 0], np.maximum(fast[name][:2, 0], chinese[:, column]), atol=1e-6), name
     assert not all(np.array_equal(semantic[name][2], fast[name][2]) for name in contract.SCORE_OUTPUTS)
@@ -170,7 +172,8 @@ def test_chinese_texts_get_at_least_the_chinese_ngram_heads_scores(semantic_mode
     texts = ["再敢说一句我就弄死你全家", "今天天气真好，我们去公园散步吧", "gg 你好 see you", "see you at the station"]
     out = semantic_model.infer(batch(*texts))
     analyses = semantic_model.fast.analyzer.analyse(texts)
-    chinese = semantic_model._zh.score([a.segmented.text for a in analyses[:3]])
+    zh_texts = [a.segmented.text for a in analyses[:3]]
+    chinese = without_untargeted(semantic_model._zh.score(zh_texts), zh_texts)
     for column, name in enumerate(contract.SCORE_OUTPUTS):
         for row in range(3):
             assert out[name][row, 0] >= chinese[row, column] - 1e-6, (texts[row], name)
