@@ -41,7 +41,7 @@ from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.flags import with_flags
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
-from services.common.text_match.scripts import blank_han, has_cjk, is_cjk, latin_words
+from services.common.text_match.scripts import blank_han, has_cjk, latin_words
 from services.text.classifier import TextClassifier
 from services.text.context import ContextEngine, sentence_spans
 from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
@@ -72,13 +72,14 @@ _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 pr
 
 @dataclass(frozen=True)
 class FastScores:
-    """The fast path's answer for a batch: the analyses, TF-IDF rows, calibrated scores [N, 7] and what
-    the English heads read of each text (`heads_text`)."""
+    """The fast path's answer for a batch: the analyses, TF-IDF rows, calibrated scores [N, 7], what
+    the English heads read of each text (`heads_text`) and whether they read it at all (`english_reads`)."""
 
     analyses: list[Analysis]
     tfidf: np.ndarray
     scores: np.ndarray
     heads_texts: list[str]
+    english: list[bool]
 
 
 def english_reads(text: str) -> bool:
@@ -101,8 +102,9 @@ def english_reads(text: str) -> bool:
         >>> english_reads("gg"), english_reads("fuck you 哈哈"), english_reads("i will find you 你好")
         (True, True, True)
     """
-    words = latin_words(text)
-    return words > 0 and (words >= MIXED_ENGLISH_WORDS or not has_cjk(text))
+    if not has_cjk(text):
+        return latin_words(text) > 0
+    return latin_words(text) >= MIXED_ENGLISH_WORDS
 
 
 def heads_text(analysis: Analysis) -> str:
@@ -181,9 +183,9 @@ class TextModerationModel(TextPipelineShape):
         structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
                                                                                           np.float32)
         scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
-        unread = [i for i, text in enumerate(segmented) if not english_reads(text)]
-        scores[unread] = 0.0  # no letter outside CJK (Chinese or emoji only): the heads abstain (module docstring)
-        return FastScores(analyses, tfidf, scores, segmented)
+        english = [english_reads(text) for text in segmented]
+        scores[[i for i, read in enumerate(english) if not read]] = 0.0  # Chinese or emoji only: the heads abstain
+        return FastScores(analyses, tfidf, scores, segmented, english)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""

@@ -162,7 +162,7 @@ class TextSemanticModel(TextPipelineShape):
         # only a text's non-CJK letters (CJK blanked), a CJK text without any keeps the fast scores, and for
         # a text with CJK in it the semantic score can only add to the fast one (the lexicon and the zh rules
         # judge the Chinese): padding English with Chinese does not hide it from the semantic model.
-        rows = [i for i, text in enumerate(fast.heads_texts) if english_reads(text)]
+        rows = [i for i, read in enumerate(fast.english) if read]
         if len(rows) < len(texts):  # the rows that keep the fast scores keep the fast evidence too
             fallbacks = self.fast.sentence_fallbacks(fast)
             for i in rows:

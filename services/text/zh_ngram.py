@@ -43,7 +43,7 @@ _THIRD_PERSON = ("他", "她", "它们")
 
 def targets_someone(normalised: str) -> bool:
     """True when a normalised Chinese text addresses someone (zh_context.addressed) or names a third
-    person (他, 她).
+    party (他, 她, 它们).
 
     Example::
 
