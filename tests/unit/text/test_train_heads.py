@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 
@@ -57,3 +60,28 @@ def test_evaluate_rows_counts_hard_negative_false_positives_and_functionalities(
     assert report["hard_negatives"] == {"rows": 2, "false_positives": 1, "fpr": 0.5}
     assert report["functionalities"]["kill_object"]["pass_rate"] == 0.0
     assert report["functionalities"]["benign_swear"]["pass_rate"] == 1.0
+
+
+def test_placeholder_names_are_the_corpus_name_filler() -> None:
+    from services.text.build.train_heads import placeholder_names
+
+    names = placeholder_names()
+    assert {"alex", "priya", "sam"} <= names
+    assert all(name == name.lower() and " " not in name for name in names)
+    assert not names & {"you", "idiot", "people"}
+
+
+def test_install_tfidf_drops_every_term_with_an_excluded_token(tmp_path: Path) -> None:
+    from services.common.serving.onnx_session import SessionOptions
+    from services.text.build.train_heads import install_tfidf
+    from services.text.heads import TfidfVectorizerModel
+
+    texts = ["thanks sam for the review", "sam is a clown", "thanks for the review", "you are a clown",
+             "a review for sam", "thanks sam"] * 2
+    entry = install_tfidf(tmp_path, texts, 0, name="tfidf_toy", ngram_range=(1, 2), token_pattern=None,
+                          lowercase=True, preprocessing="none", license="test", excluded_tokens=frozenset({"sam"}))
+    vocabulary = json.loads((entry.path.parent / "vocabulary.json").read_text(encoding="utf-8"))
+    assert vocabulary and not [term for term in vocabulary if "sam" in term.split(" ")]
+    assert {"clown", "thanks", "the review"} <= set(vocabulary)
+    vectors = TfidfVectorizerModel(entry, SessionOptions()).transform(["sam sam sam", "thanks sam"])
+    assert not vectors[0].any() and vectors[1].any()  # a name alone is no signal; the other words still are
