@@ -54,10 +54,12 @@ def test_threat_read_by_ocr_from_an_image_is_flagged(stub: pb_grpc.ModerationSer
 
 
 #: Chinese chat with one Latin token is not read by the English heads (it was noise to them), two English
-#: words padded with Chinese are, and Latin insults inside Chinese are matched by the zh rules
-LATIN_TOKENS_BENIGN = ["打call，加油！", "我们team今天加班", "好的ok，没问题", "你太有才了，哈哈"]
+#: words padded with Chinese are, and Latin insults inside Chinese are matched by the zh rules; a rule's
+#: character typed in pinyin is read back (zh_syllables.py), an ordinary one changes nothing
+LATIN_TOKENS_BENIGN = ["打call，加油！", "我们team今天加班", "好的ok，没问题", "你太有才了，哈哈", "他是he南人，很热情"]
 LATIN_TOKENS_HARMFUL = [("harassment", "你真是个idiot"), ("harassment", "fuck you 哈哈"),
-                        ("harassment", "菜就多练，别在这丢人现眼"), ("self_harm", "活着也是拖累家人，早点走吧")]
+                        ("harassment", "菜就多练，别在这丢人现眼"), ("self_harm", "活着也是拖累家人，早点走吧"),
+                        ("hate", "he南人都shi骗子"), ("violence", "我zhi道你住哪，出门小心点")]
 
 
 @pytest.mark.parametrize("text", LATIN_TOKENS_BENIGN)

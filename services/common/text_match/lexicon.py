@@ -44,6 +44,7 @@ from services.common.text_match.zh_context import (ContextRule, addressed, load_
 from services.common.text_match.zh_pinyin import LatinSpellings, StartIndex, find_pinyin, term_syllables
 from services.common.text_match.zh_rules import Rule, find_rules, load_rules
 from services.common.text_match.zh_segment import cuts_word, word_spans
+from services.common.text_match.zh_syllables import SyllableReader
 from services.common.text_match.zh_variants import variant_view
 
 __all__ = ["DEFAULT_LEXICON_PATH", "PLURAL_SUFFIXES", "Lexicon", "LexiconEntry", "Match"]
@@ -132,7 +133,7 @@ class Lexicon:
     """An immutable compiled blocklist. Create it with `Lexicon.build` or `Lexicon.load`."""
 
     __slots__ = ("_automaton", "_contact_rule", "_contexts", "_entries", "_ordinary", "_phonetic", "_phonetic_keys",
-                 "_rules", "_spellings", "_version")
+                 "_rules", "_spellings", "_syllables", "_version")
 
     _automaton: Any
     _contact_rule: bool
@@ -144,6 +145,8 @@ class Lexicon:
     #: per phonetic entry (same order), the StartIndex.first_keys it can begin at; None: always tried
     _phonetic_keys: tuple[frozenset[str] | None, ...]
     _rules: tuple[Rule, ...]
+    #: Latin syllables in Chinese text read back as the rules' characters (zh_syllables.py); None without rules
+    _syllables: SyllableReader | None
     #: the phonetic entries' Latin spellings (same positions), for texts without Han characters
     _spellings: LatinSpellings
     _version: str
@@ -156,6 +159,7 @@ class Lexicon:
         object.__setattr__(self, "_version", version)
         object.__setattr__(self, "_contact_rule", contact_rule)
         object.__setattr__(self, "_rules", rules)
+        object.__setattr__(self, "_syllables", SyllableReader(rules) if rules else None)
         object.__setattr__(self, "_contexts", contexts)
         object.__setattr__(self, "_ordinary", ordinary_phrases)
         object.__setattr__(self, "_phonetic", tuple(  # (syllables, entry, normalised term)
@@ -279,6 +283,11 @@ class Lexicon:
                 clause_views.append(clause_variant)
             for view in clause_views:
                 self._find_in(view, best, words=False, rules=True)
+            if self._syllables is not None:  # pinyin typed for a rule's character (he南人都shi骗子)
+                for view in (text, clauses):
+                    restored = self._syllables.view(view)
+                    if restored is not None:
+                        self._find_in(restored, best, words=False, rules=True)
         if self._contact_rule:
             for first, last in contact_spans(text.original):
                 best.setdefault(("spam", first, last), Match("spam", "rule:zh-contact", 2, first, last,
