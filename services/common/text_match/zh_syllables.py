@@ -86,14 +86,21 @@ def _spellings(token: str, by_syllable: dict[str, set[str]], limit: int) -> list
 
 def _support(candidate: str, before: str, after: str, ngrams: set[str]) -> int:
     """How well `candidate` joins the Han characters around it (`before`, `after`: up to two each) into
-    the rules' literals: each window of two or three characters through it that is a literal n-gram
-    counts, a three-character one twice."""
-    windows = [(before[-1:] + candidate, 1), (candidate + after[:1], 1)]
+    the rules' literals: each window through it and a neighbour that is a literal n-gram counts, one
+    of three characters (two neighbours of a single character) twice."""
+    windows = []
+    if before:
+        windows.append((before[-1] + candidate, 1))
+    if after:
+        windows.append((candidate + after[0], 1))
     if len(candidate) == 1:
-        windows += [(before[-2:] + candidate, 2), (before[-1:] + candidate + after[:1], 2),
-                    (candidate + after[:2], 2)]
-    return sum(weight for window, weight in windows if len(window) > len(candidate) and
-               (len(window) == len(candidate) + 1 or len(window) == 3) and window in ngrams)
+        if len(before) == 2:
+            windows.append((before + candidate, 2))
+        if before and after:
+            windows.append((before[-1] + candidate + after[0], 2))
+        if len(after) == 2:
+            windows.append((candidate + after, 2))
+    return sum(weight for window, weight in windows if window in ngrams)
 
 
 def _restore(token: str, before: str, after: str, vocabulary: _Vocabulary) -> str | None:
