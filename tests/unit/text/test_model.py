@@ -78,9 +78,11 @@ def test_matches_carry_original_offsets(text_model: TextModerationModel) -> None
 def test_obfuscated_english_is_scored_and_matched(text_model: TextModerationModel) -> None:
     out = text_model.infer(batch("ｆｕｃｋ you, you piece of sh1t"))
     assert out["HARASSMENT"][0, 0] > 0.5
-    # Aimed at someone: the insult rule's hit points at the original (obfuscated) text; the swear words
-    # are not profanity hits here (profanity is swearing aimed at nobody: context_rules category_unless).
-    assert {(h["category"], h["text"]) for h in matches(out, 0)} == {("harassment", "you piece of sh1t")}
+    # Aimed at someone: the insult rules' hits (insult_you, curse_at_you) point at the original (obfuscated)
+    # text; the swear words are not profanity hits here (profanity is swearing aimed at nobody: context_rules
+    # category_unless).
+    assert {(h["category"], h["text"]) for h in matches(out, 0)} == {("harassment", "ｆｕｃｋ you"),
+                                                                   ("harassment", "you piece of sh1t")}
     alone = text_model.infer(batch("ｆｕｃｋ this sh1t"))
     assert alone["PROFANITY"][0, 0] > 0.5
     assert {(h["category"], h["text"]) for h in matches(alone, 0)} == {("profanity", "ｆｕｃｋ"), ("profanity", "sh1t")}
