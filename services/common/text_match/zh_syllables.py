@@ -31,6 +31,7 @@ from typing import Sequence
 from services.common.text_match.normalize import NormalizedText
 from services.common.text_match.zh_pinyin import readings
 from services.common.text_match.zh_rules import Rule
+from services.common.text_match.zh_variants import splice
 
 __all__ = ["MAX_SYLLABLES", "SyllableReader"]
 
@@ -175,19 +176,5 @@ class SyllableReader:
         if not restored:
             return None
         ends = [o + 1 for o in text.offsets] if text.ends is None else list(text.ends)
-        chars: list[str] = []
-        starts: list[int] = []
-        new_ends: list[int] = []
-        position = 0
-        for start, end, replacement in restored:
-            chars.extend(text.text[position:start])
-            starts.extend(text.offsets[position:start])
-            new_ends.extend(ends[position:start])
-            chars.extend(replacement)
-            starts.extend([text.offsets[start]] * len(replacement))
-            new_ends.extend([ends[end - 1]] * len(replacement))
-            position = end
-        chars.extend(text.text[position:])
-        starts.extend(text.offsets[position:])
-        new_ends.extend(ends[position:])
+        chars, starts, new_ends = splice(list(text.text), list(text.offsets), ends, restored)
         return NormalizedText("".join(chars), tuple(starts), text.original, tuple(new_ends))

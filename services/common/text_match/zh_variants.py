@@ -46,7 +46,7 @@ import ahocorasick
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.common.text_match.zh_segment import cuts_word, word_spans
 
-__all__ = ["RECOMPOSE_PATH", "VARIANTS_PATH", "variant_view"]
+__all__ = ["RECOMPOSE_PATH", "VARIANTS_PATH", "splice", "variant_view"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 VARIANTS_PATH = DATA_DIR / "zh_variants.json"
@@ -331,19 +331,26 @@ def _replace_words(chars: list[str], starts: list[int], ends: list[int]) -> tupl
     if not matches:
         return chars, starts, ends
     table = _words()
+    return splice(chars, starts, ends, [(m.start(), m.end(), table[m.group()]) for m in matches])
+
+
+def splice(chars: list[str], starts: list[int], ends: list[int],
+           replacements: list[tuple[int, int, str]]) -> tuple[list[str], list[int], list[int]]:
+    """`chars` (with per-character source `starts` / `ends` in the original) with each (start, end,
+    replacement) of `replacements` (ascending, not overlapping) put in; every replacement character points
+    at the whole replaced span's source."""
     out_c: list[str] = []
     out_s: list[int] = []
     out_e: list[int] = []
     position = 0
-    for match in matches:
-        out_c.extend(chars[position:match.start()])
-        out_s.extend(starts[position:match.start()])
-        out_e.extend(ends[position:match.start()])
-        replacement = table[match.group()]
+    for start, end, replacement in replacements:
+        out_c.extend(chars[position:start])
+        out_s.extend(starts[position:start])
+        out_e.extend(ends[position:start])
         out_c.extend(replacement)
-        out_s.extend([starts[match.start()]] * len(replacement))
-        out_e.extend([ends[match.end() - 1]] * len(replacement))
-        position = match.end()
+        out_s.extend([starts[start]] * len(replacement))
+        out_e.extend([ends[end - 1]] * len(replacement))
+        position = end
     out_c.extend(chars[position:])
     out_s.extend(starts[position:])
     out_e.extend(ends[position:])
