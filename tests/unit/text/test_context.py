@@ -91,6 +91,7 @@ ALLOW_CASES = {
     "shoot_you_message": ("I will shoot you an email tomorrow", "I will shoot you"),
     "sex_education": ("sex education starts in year six", "gay sex videos"),
     "bastard_sword": ("he swung a bastard sword", "you bastard"),
+    "faggot_dish": ("Grandma's faggots and mash are the best Sunday dinner.", "you're a faggot"),
 }
 
 
