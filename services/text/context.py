@@ -174,7 +174,8 @@ class ContextEngine:
         hits = []
         for rule in self.rules.rules:
             for match in rule.pattern.finditer(view.text.text):
-                if match.end() == match.start() or any(view.holds(c, match.start(), match.end()) for c in rule.unless):
+                if match.end() == match.start() or any(view.holds(c, match.start(), match.end()) for c in rule.unless) \
+                        or not all(view.holds(c, match.start(), match.end()) for c in rule.requires):
                     continue
                 first, last = view.text.original_span(match.start(), match.end())
                 hits.append(LexiconHit(rule.category, match.group(), rule.severity, first, last,

@@ -53,13 +53,15 @@ class TargetRequired:
 
 @dataclass(frozen=True)
 class Rule:
-    """A positive rule: a match is a hit of `category` unless one of the `unless` conditions holds."""
+    """A positive rule: a match is a hit of `category` when every `requires` condition holds and none of
+    the `unless` conditions does."""
 
     id: str
     category: str
     severity: int
     pattern: re.Pattern[str]
     unless: tuple[str, ...]
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,8 @@ def _rule(entry: Mapping[str, Any], classes: Mapping[str, tuple[str, ...]], wher
     if severity not in (1, 2, 3):
         raise ValueError(f"{key}.severity: must be 1, 2 or 3, got {severity}")
     return Rule(str(entry["id"]), str(entry["category"]), severity, _compile(entry["pattern"], classes, f"{key}.pattern"),
-                _conditions(entry.get("unless", []), f"{key}.unless"))
+                _conditions(entry.get("unless", []), f"{key}.unless"),
+                _conditions(entry.get("requires", []), f"{key}.requires"))
 
 
 def _compile(pattern: Any, classes: Mapping[str, tuple[str, ...]], key: str) -> re.Pattern[str]:
