@@ -11,6 +11,9 @@ it could serve, on a cold, stale fit):
 - decayed: an observation's weight halves every `half_life_s` seconds, so a burst minutes ago (or
   the first slow calls of a cold connection) no longer says what a batch costs now; with every
   observation faded the estimate falls back to the prior.
+- the prior alone never sheds at batch time (`observed` is False; see `services.router.scheduler`): a
+  warm run timed while the host was still starting other services once said 2.9 s for an image that
+  takes 0.3 s, and a router that sheds every image on that prior never runs a batch to learn otherwise.
 
 Example::
 
@@ -71,6 +74,12 @@ class BatchCost:
     @property
     def seeded(self) -> bool:
         return self._prior is not None
+
+    @property
+    def observed(self) -> bool:
+        """True while a finished batch still weighs in the fit (not the prior alone)."""
+        now = self._clock()
+        return any(self._weight(when, now) >= MIN_WEIGHT for _, _, when in self._samples)
 
     def seed(self, items: int, duration_s: float) -> None:
         """The prior: `items` items took `duration_s` on a warm model (one observation's worth)."""

@@ -74,7 +74,9 @@ class Requester:
 
 class _DeadlineCutQueue:
     """`FairQueue` as the loop's queue policy: each batch is cut with the scheduler's current cost fit,
-    and to `max_bytes` of payload (None = count only).
+    and to `max_bytes` of payload (None = count only). Until a finished batch backs the fit (the
+    service's warm-run prior alone), batches are neither cut nor shed at batch time: the prior may be
+    wrong, and only a batch that runs can correct it.
     (Further `pop_batch` options of the fair queue are passed here.)"""
 
     def __init__(self, queue: FairQueue, cost: BatchCost, max_bytes: int | None = None) -> None:
@@ -95,7 +97,8 @@ class _DeadlineCutQueue:
         return self._queue.oldest_enqueued()
 
     def pop_batch(self, now: float, max_items: int) -> tuple[list[Job], list[Job]]:
-        return self._queue.pop_batch(now, max_items, cost=self._cost.estimate(), max_bytes=self._max_bytes)
+        cost = self._cost.estimate() if self._cost.observed else None
+        return self._queue.pop_batch(now, max_items, cost=cost, max_bytes=self._max_bytes)
 
 
 class FairScheduler(Generic[R]):

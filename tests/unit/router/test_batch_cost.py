@@ -68,3 +68,14 @@ def test_a_malformed_seed_is_ignored() -> None:
     cost = BatchCost(clock=FakeClock())
     cost.seed(*parse_warmup("garbage"))
     assert not cost.seeded
+
+
+def test_observed_only_while_a_finished_batch_weighs_in() -> None:
+    clock = FakeClock()
+    cost = BatchCost(clock=clock, half_life_s=10.0)
+    cost.seed(1, 2.9)
+    assert cost.seeded and not cost.observed  # a prior is not an observation
+    cost.observe(1, 0.3)
+    assert cost.observed
+    clock.now += 120.0  # faded away: back to the prior alone
+    assert not cost.observed

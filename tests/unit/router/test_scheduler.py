@@ -136,6 +136,26 @@ async def test_item_that_can_no_longer_finish_is_shed_at_batch_time() -> None:
     await scheduler.close()
 
 
+async def test_a_prior_alone_never_sheds_at_batch_time() -> None:
+    """A warm-run prior timed on a busy host (2.9 s) longer than the deadline: the item is still sent
+    (only a batch that runs can correct the prior); once batches confirm the cost, it sheds."""
+    clock = FakeClock()
+    model = gated(clock, duration=0.3)
+    scheduler = make(clock, model, max_batch_size=4, max_delay_ms=0, max_concurrency=1, shed_early=False)
+    scheduler.cost.seed(1, 2.9)
+    assert await scheduler.submit(Requester("a"), ["first"], deadline=clock.now + 2.0) == ["a"]
+    assert scheduler.shed_count == 0 and scheduler.cost.observed
+    slow = gated(clock, duration=3.0)
+    scheduler_slow = make(clock, slow, max_batch_size=4, max_delay_ms=0, max_concurrency=1, shed_early=False)
+    scheduler_slow.cost.seed(1, 2.9)
+    await scheduler_slow.submit(Requester("a"), ["taught"], deadline=clock.now + 10.0)  # observed: 3 s
+    with pytest.raises(DeadlineExceededError, match="could no longer finish"):
+        await asyncio.wait_for(scheduler_slow.submit(Requester("b"), ["late"], deadline=clock.now + 2.0), 1.0)
+    assert scheduler_slow.shed_count == 1 and all("b" not in batch for batch in slow.batches)
+    await scheduler.close()
+    await scheduler_slow.close()
+
+
 async def test_a_failed_batch_does_not_teach_the_cost_fit_but_is_reported() -> None:
     clock = FakeClock()
     reports: list[BatchReport] = []
