@@ -57,7 +57,7 @@ CORPUS_GROUP = "corpus:"
 TRAINING_PROBES = ("en_a", "en_b", "en_c", "en_d", "en_e", "en_f", "en_g")
 #: English probe sets that measure generalisation: none of their lines is a training row, even where a
 #: training probe set holds the same message.
-HELD_OUT_PROBES = ("en_h", "en_i")
+HELD_OUT_PROBES = ("en_h", "en_i", "en_j")
 PROBE_GROUP = "probe:"
 PROBE_WEIGHT = 1.0
 _ATTRIBUTES = {"threat": "violence", "identity_attack": "hate", "insult": "harassment", "sexually_explicit": "sexual"}
