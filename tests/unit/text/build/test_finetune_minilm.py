@@ -108,3 +108,34 @@ def test_batches_cover_every_row_once_and_group_similar_lengths() -> None:
     assert padding < unsorted / 3
     again = _batches(lengths, 32, 10, np.random.default_rng(0))
     assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+def test_partners_are_the_nearest_rows_with_another_label_set() -> None:
+    import torch
+
+    from services.text.build.finetune_minilm import _partners
+
+    # rows 0 and 1 are near duplicates with different labels (a threat and a plan); row 2 is far from both
+    # and shares row 1's labels; row 3 shares row 0's.
+    states = [torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.2, 0.0]]), torch.tensor([[1.0, 0.1, 0.0]]),
+              torch.tensor([[0.0, 0.6, 0.8]]), torch.tensor([[0.7, 0.7, 0.0]])]
+    labels = np.array([[1, 0], [0, 0], [0, 0], [1, 0]])
+    partners = _partners(states, labels, chunk=3)  # a chunk boundary inside the rows
+    assert partners.tolist() == [1, 0, 3, 1]
+    codes = labels @ np.array([1, 2])
+    assert all(codes[i] != codes[p] for i, p in enumerate(partners))
+
+
+def test_mined_partner_batches_tune_and_differ_from_plain_batches(base: RepositoryEntry, tmp_path: Path) -> None:
+    labels = np.zeros((len(TEXTS), 2), dtype=np.int64)
+    labels[[0, 6], 0] = 1
+    labels[[3], 1] = 1
+    digests = {}
+    for mined in (False, True):
+        repository = tmp_path / str(mined)
+        shutil.copytree(Path(base.path).parents[1], repository / BASE_MODEL)
+        config = TuningConfig(tuned_layers=1, epochs=1, batch_size=4, threads=1, mined_partners=mined)
+        entry = build_tuned_minilm(repository, TEXTS, labels, np.ones(len(TEXTS)), seed=3, config=config)
+        assert entry.extra["tuning"]["mined_partners"] is mined
+        digests[mined] = entry.extra["file_sha256"]["model.onnx_data"]
+    assert digests[True] != digests[False]
