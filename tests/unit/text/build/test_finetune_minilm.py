@@ -115,8 +115,8 @@ def test_partners_are_the_nearest_rows_with_another_label_set() -> None:
 
     from services.text.build.finetune_minilm import _partners
 
-    # rows 0 and 1 are near duplicates with different labels (a threat and a plan); row 2 is far from both
-    # and shares row 1's labels; row 3 shares row 0's.
+    # rows 0 and 1 are near duplicates with different labels (a threat and a plan); row 2 shares row 1's
+    # labels and lies nearer row 3 (row 0's labels) than row 0; row 3 lies nearer row 1 than row 2.
     states = [torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.2, 0.0]]), torch.tensor([[1.0, 0.1, 0.0]]),
               torch.tensor([[0.0, 0.6, 0.8]]), torch.tensor([[0.7, 0.7, 0.0]])]
     labels = np.array([[1, 0], [0, 0], [0, 0], [1, 0]])
