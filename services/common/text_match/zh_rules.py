@@ -211,10 +211,21 @@ class _Literals:
     """The literals all rules of one rules tuple need, in one Aho-Corasick automaton (multi-character
     ones; single characters are looked up in the text's character set)."""
 
-    __slots__ = ("automaton", "rules")
+    __slots__ = ("automaton", "rules", "_always", "_triggered")
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         self.rules = rules  # held so that the id() key below cannot be reused by another tuple
+        # each rule with needs is filed under the strings of one of its groups (its trigger): a rule
+        # none of whose trigger strings is present cannot be satisfied, so it is never looked at
+        self._always: list[int] = []
+        self._triggered: dict[str, list[int]] = {}
+        for index, rule in enumerate(rules):
+            if not rule.needs:
+                self._always.append(index)
+                continue
+            trigger = min(rule.needs, key=lambda group: (-min(map(len, group)), len(group)))
+            for literal in trigger:
+                self._triggered.setdefault(literal, []).append(index)
         longer = {s for rule in rules for groups in (rule.needs, rule.requires_needs, rule.unless_needs)
                   for group in groups for s in group if len(s) > 1}
         self.automaton: Any = None
@@ -230,6 +241,14 @@ class _Literals:
         if self.automaton is not None:
             found.update(literal for _, literal in self.automaton.iter(text))
         return found
+
+    def candidates(self, present: set[str]) -> list[Rule]:
+        """The rules, in their order, whose trigger group has a string in `present`, plus those that
+        need nothing: a superset of the rules whose needs are `satisfied`."""
+        indices = set(self._always)
+        for literal in present:
+            indices.update(self._triggered.get(literal, ()))
+        return [self.rules[index] for index in sorted(indices)]
 
 
 _LITERALS: dict[int, _Literals] = {}
@@ -251,8 +270,11 @@ def find_rules(text: str, rules: tuple[Rule, ...]) -> list[RuleHit]:
     A rule whose pattern needs a literal absent from `text` (zh_rule_literals.py) is not searched:
     on a long text most rules are decided by one Aho-Corasick pass instead of a regex search each."""
     hits: list[RuleHit] = []
-    present = _literals(rules).present(text) if rules else set()
-    for rule in rules:
+    if not rules:
+        return hits
+    literals = _literals(rules)
+    present = literals.present(text)
+    for rule in literals.candidates(present):
         if not satisfied(rule.needs, present):
             continue  # the pattern cannot match: same result as searching, without the search
         if rule.starts is not None:

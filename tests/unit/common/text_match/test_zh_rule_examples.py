@@ -55,3 +55,20 @@ def test_examples_must_be_lists_of_strings() -> None:
 def test_regression_an_insult_beside_a_threat_does_not_veto_it(text: str) -> None:
     # the cooking and gaming vetoes are words (杀鸡, 打怪), not single characters an insult also uses
     assert "violence" in {m.category for m in lexicon().find(normalize(text))}
+
+
+def test_trigger_index_keeps_every_rule_whose_needs_are_met_in_rule_order() -> None:
+    """`_Literals.candidates` only skips rules that `satisfied` would skip (same hits, fewer checks)."""
+    from services.common.text_match.zh_rule_literals import satisfied
+    from services.common.text_match.zh_rules import _literals
+
+    literals = _literals(RULES)
+    texts = [normalize(t).text for rule in RULES for t in (*rule.hits, *rule.misses)]
+    skipped = 0
+    for text in texts:
+        present = literals.present(text)
+        candidates = literals.candidates(present)
+        expected = [rule for rule in RULES if satisfied(rule.needs, present)]
+        assert [r for r in candidates if satisfied(r.needs, present)] == expected, text
+        skipped += len(RULES) - len(candidates)
+    assert skipped > len(texts) * len(RULES) // 2  # the index does skip most rules on most texts
