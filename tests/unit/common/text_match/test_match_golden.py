@@ -24,9 +24,10 @@ def test_matches_equal_the_golden_digests(golden: dict[str, dict[str, list[str]]
     texts = match_golden.corpus_texts(lang)
     expected = golden[lang]
     assert len(expected["rows"]) == len(texts), "the corpus changed: regenerate the golden file (see match_golden.py)"
-    changed = [(i, t) for i, (t, want) in enumerate(zip(texts, expected["rows"]))
+    changed = [i for i, (t, want) in enumerate(zip(texts, expected["rows"]))
                if match_golden.digest(lexicon, t) != want]
-    assert not changed, f"{len(changed)} {lang} rows match differently, first: {changed[:3]}"
+    # Row numbers only, never texts: the corpus holds test-split rows that must not be read while tuning.
+    assert not changed, f"{len(changed)} {lang} rows match differently, first row numbers: {changed[:10]}"
     long_texts = match_golden.blocks(texts, lang)
     changed_blocks = [i for i, (t, want) in enumerate(zip(long_texts, expected["blocks"]))
                       if match_golden.digest(lexicon, t) != want]
