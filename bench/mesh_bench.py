@@ -6,7 +6,7 @@
 
 `--profile` (repeatable) runs the mesh scenarios once per accuracy profile, every shipped policy set
 to it (bench/meshes.py `profile_policies_dir`), and adds `profiles`: each profile's text knee and
-P99 at the knee, the README's Pareto columns next to bench/quality.py's F1 and hard-negative FPR.
+P99 at the knee, docs/quality.md's Pareto columns next to bench/quality.py's F1 and hard-negative FPR.
 
 In order, each on a quiet machine (one thing at a time):
   1. `direct`: the models in this process, best batch size within the SLO (bench/direct.py);
@@ -156,7 +156,7 @@ async def sweep_batched(channels: Mapping[str, grpc.aio.Channel], inputs: BenchI
             "error_details": dict(sender.error_details.most_common())}
 
 
-#: The image knee through the mesh before issue 15 (bench/README.md, the 2026-11-29 run: 4.98/s at
+#: The image knee through the mesh before issue 15 (the 2026-11-29 run, recorded in git history: 4.98/s at
 #: the shipped configs of then). Not from this invocation: the one target here that is not.
 IMAGE_KNEE_BEFORE_RPS = 4.98
 #: The mixed mix is 10 % images: a mixed rate of R offers R x this images/s.
@@ -275,7 +275,7 @@ def targets(ratios: Mapping[str, Any], auditmesh: Mapping[str, Any] | None) -> l
          mixed.get("auditmesh_over_unbatched_interval")),
         ("mixed: worst text P99 ms at rates up to the image capacity", "<=", 50.0,
          mixed_text["worst_text_p99_ms"] if mixed_text else None, None),
-        (f"image knee / {IMAGE_KNEE_BEFORE_RPS} (before issue 15, bench/README.md; not this run)", ">=", 1.3,
+        (f"image knee / {IMAGE_KNEE_BEFORE_RPS} (before issue 15, the 2026-11-29 run; not this run)", ">=", 1.3,
          ratio(image.get("knee_goodput_rps"), IMAGE_KNEE_BEFORE_RPS),
          [ratio(end, IMAGE_KNEE_BEFORE_RPS) for end in image_interval] if image_interval else None),
         ("realtime P99 with flood / alone", "<=", 1.3, isolation.get("p99_ratio"), None),

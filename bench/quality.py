@@ -191,7 +191,7 @@ def run(langs: Sequence[str], split: str, policy: CompiledPolicy, repository: Pa
 
 
 def pareto(profiles: Mapping[str, Any], lang: str) -> list[dict[str, Any]]:
-    """The README's table rows from this run (text knee and P99 come from bench.mesh_bench --profile)."""
+    """The docs/quality.md table rows from this run (text knee and P99 come from bench.mesh_bench --profile)."""
     return [{"profile": name, "macro_f1": result["by_lang"][lang]["macro_f1"],
              "hard_negative_fpr": result["by_lang"][lang]["hard_negatives"]["fpr"],
              "everyday_benign_fpr": result["by_lang"][lang]["everyday_benign"]["fpr"],

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.contracts.tensors import TensorSpec
+from services.common.text_match.lexicon import Lexicon
 from services.common.serving.model_api import ModelFile
 from services.common.tracing.telemetry import install_tracing, shutdown_tracing
 from services.router.control.admin import PolicyAdminServicer
@@ -403,3 +404,10 @@ class MeshTritonClient:
         if name == "close" or not callable(attribute):
             return attribute
         return functools.partial(attribute, headers=self._headers)
+
+
+@functools.lru_cache(maxsize=1)
+def default_lexicon() -> Lexicon:
+    """The shipped default lexicon, built once per test run (a build takes 1-3 s; it is immutable, so
+    every test may share it). A test of loading itself calls `Lexicon.load` directly."""
+    return Lexicon.load()

@@ -12,7 +12,7 @@ thousands of keys a second is guessing. So failures are counted in a sliding win
 Valid keys are never slowed: nothing sleeps, a check is O(1), and a host with no recent failure is
 never blocked, whatever the global count. A host that is blocked is refused even with a valid key
 (it produced `peer_failures` failures in the last `window_s`); that is the trade-off of any
-per-source throttle, documented in the README. Memory is bounded: at most `max_peers` hosts are
+per-source throttle, documented in docs/security.md. Memory is bounded: at most `max_peers` hosts are
 tracked (the least recently failing is forgotten first).
 
 Not thread-safe: each servicer calls it from its event loop.

@@ -17,7 +17,7 @@ each service says, in its config's `placement` block, where it runs:
 
 The launcher applies the block when it starts a child (`services/launcher.py`); in containers the
 orchestrator does: `docker-compose.yml` (`cpu_shares`), Kubernetes requests and limits
-(README "CPU placement").
+(docs/deployment.md "CPU placement").
 
 Example::
 

@@ -7,7 +7,7 @@ Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUD
 `AUDITMESH_ALLOW_DEMO_KEYS` (`1`/`true`), `AUDITMESH_TLS_*` (the public port's TLS) and
 `AUDITMESH_UPSTREAM_TLS_*` / `AUDITMESH_INTERNAL_SECRET[_FILE]` (what the router presents upstream).
 
-Security (README "Security"): the PolicyAdmin API is served only on `admin_listen`, its own port, so
+Security (docs/security.md): the PolicyAdmin API is served only on `admin_listen`, its own port, so
 the public port neither serves nor lists it; with lanes only the first lane's process serves it (the
 lanes share one policy store). `internal` is the shared secret and TLS of the router's channels to
 the modality services. Demo keys (config/tenants.yaml, the demo admin key) make the router refuse to
@@ -115,14 +115,14 @@ class RequestLimits:
 
 @dataclass(frozen=True)
 class LifecycleConfig:
-    """Policy store, config watching, canary defaults, the audit log and admin keys (README "Policy lifecycle")."""
+    """Policy store, config watching, canary defaults, the audit log and admin keys (docs/policy-lifecycle.md)."""
 
     store_path: str = "var/policy_store.sqlite"
     watch_interval_s: float = 1.0
     audit_path: str = "var/audit.sqlite"
     audit_retention_days: float = 30.0
     audit_flush_interval_s: float = 0.2
-    #: "zlib": records stored compressed (README "Audit log size"); "none": compact JSON text.
+    #: "zlib": records stored compressed (docs/policy-lifecycle.md "Audit log size"); "none": compact JSON text.
     audit_compression: Literal["none", "zlib"] = "none"
     admin_keys: tuple[AdminKey, ...] = ()
     admin_keys_file: str = ""

@@ -2,7 +2,7 @@
 
 A single Python process cannot keep a realtime tenant's latency while a bulk tenant floods it on the
 same port: the flood's calls queue inside gRPC before any of our code (admission, priorities) sees
-them, and the realtime calls wait in that same first-come queue (measured: bench/README.md,
+them, and the realtime calls wait in that same first-come queue (measured: docs/benchmarks.md,
 "Isolation"). So the router can be split into lanes. Each lane is its own process
 (`python -m services.router --lane NAME`), listening on its own port and serving only the
 tenants of its classes; all lanes share the policy store (they are replicas of one configuration)

@@ -19,6 +19,9 @@ from bench.loadgen import CLIENT_ERROR_PREFIX
 from bench.scenarios import Plan
 from services.launcher import MODALITIES, ROOT, mesh_services
 
+# Slow (runs the whole `bench.mesh_bench --quick` (minutes)): `make test` and `make test-slow` run it, `make test-fast` skips it.
+pytestmark = pytest.mark.slow
+
 MIXES = Plan.quick().mixes
 
 

@@ -37,7 +37,7 @@ def side_mesh(mesh: Mesh, tenants_file: Path) -> Iterator[Mesh]:
 
 # A whole benign caption: this test is about the degraded paths, and the text models score one- or
 # two-word texts with no content unreliably ("a caption" -> harassment REVIEW since corpus en 1.4.0 and
-# the static vectors; README "Accuracy profiles", what still fails).
+# the static vectors; docs/quality.md "What still fails").
 CAPTION = "Our family picnic at the lake last Sunday"
 
 
@@ -82,13 +82,11 @@ def test_deadline_shorter_than_ocr_is_deadline_exceeded_without_leaking_work(
     image = render_text_image(["deadline test"], seed=9)
     moderate(stub, image)  # the router learns how long OCR takes
     before = ocr_inference_count(mesh)
-    started = time.monotonic()
     for _ in range(3):
         with pytest.raises(grpc.RpcError) as caught:
             moderate(stub, image, timeout=0.05)
         assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - started < 2.0  # answered at the deadline, not after the OCR work
-    time.sleep(0.5)
+    time.sleep(0.5)  # give doomed work the time it would need to reach the OCR service (it must not)
     assert ocr_inference_count(mesh) == before  # the OCR service never ran the doomed items
 
 

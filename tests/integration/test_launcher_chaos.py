@@ -11,8 +11,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from bench.launcher_chaos import LANE_KEYS, ChaosMesh, KillResult, Load
 from services.launcher import MODALITIES
+
+# Slow (five kill -9 / restart cycles, each with model reloads): `make test` and `make test-slow` run it, `make test-fast` skips it.
+pytestmark = pytest.mark.slow
 
 SETTLE_S = 1.5
 #: The longest a lane that was not killed may go without an answer (its calls come every 50-250 ms).

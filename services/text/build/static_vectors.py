@@ -4,7 +4,9 @@ The fast profile cannot afford a transformer pass (~4-8 ms per text), and TF-IDF
 words of the training rows. A static embedding sits between the two: every WordPiece of the MiniLM
 vocabulary gets one 384-d vector, the state the tuned encoder (`minilm_l6_moderation`) gives that
 token alone in `[CLS] token [SEP]`; a text's vector is the L2-normalised sum of its tokens' vectors.
-Words the corpus never showed still land near the words they mean, for ~40 µs per text.
+Words the corpus never showed still land near the words they mean, for ~40 µs per text. The table is
+rounded to int8 per row (`compact.quantize_rows`, the form committed under `models/`) before the fast
+heads are trained on it.
 
 The installed model is a small ONNX graph over the table (Gather, masked sum, L2 normalise), so it is
 served and versioned like every other entry and a Triton server can run it::
@@ -32,12 +34,15 @@ from typing import Any
 import numpy as np
 
 from services.common.serving.model_repository import RepositoryEntry, install_model, sha256_of
+from services.text.build.compact import dequantize_rows, quantize_rows
 from services.common.serving.onnx_session import SessionOptions, create_session
 from services.text.embedding import DIMENSION
 from services.text.static_embedding import EMBEDDING_OUTPUT, INPUT_IDS, MASK, STATIC_MODEL
 
 __all__ = ["build_static_vectors", "static_graph", "token_table"]
 
+#: The committed form of the table: int8 codes [V, 384] and a float32 scale per row (`compact.py`).
+TABLE_FILE = "table.npz"
 CLS_ID = 101  # [CLS] in the MiniLM (BERT uncased) vocabulary
 SEP_ID = 102  # [SEP]
 TABLE_BATCH = 1024
@@ -96,7 +101,9 @@ def build_static_vectors(repository: Path, encoder: RepositoryEntry) -> Reposito
     tokenizer_file = Path(encoder.path).parent / str(encoder.extra.get("tokenizer", "tokenizer.json"))
     vocabulary_size = Tokenizer.from_file(str(tokenizer_file)).get_vocab_size()
     started = time.perf_counter()
-    table = token_table(encoder, vocabulary_size, SessionOptions(intra_op_threads=2))
+    # int8 per row (`compact.quantize_rows`, `table.npz`): the committed form; the fast heads train on exactly this.
+    codes, scale = quantize_rows(token_table(encoder, vocabulary_size, SessionOptions(intra_op_threads=2)))
+    table = dequantize_rows(codes, scale)
     print(f"{STATIC_MODEL}: {vocabulary_size} token vectors from {encoder.name} in "
           f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
@@ -105,13 +112,14 @@ def build_static_vectors(repository: Path, encoder: RepositoryEntry) -> Reposito
         target = repository / STATIC_MODEL / "1"
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(tokenizer_file, target / "tokenizer.json")
+        np.savez_compressed(target / TABLE_FILE, codes=codes, scale=scale)
         return install_model(
             repository, STATIC_MODEL, "1", path,
             source=f"distilled by auditmesh from {encoder.name}/{encoder.version} "
                    f"(services/text/build/static_vectors.py)", license="Apache-2.0 (derived from all-MiniLM-L6-v2)",
             extra={"task": "static token vectors: L2-normalised sum over the text's WordPieces",
                    "tokenizer": "tokenizer.json", "special_tokens": False, "dimension": DIMENSION,
-                   "vocabulary_size": vocabulary_size, "derived_from": f"{encoder.name}/{encoder.version}",
+                   "vocabulary_size": vocabulary_size, "table_file": TABLE_FILE, "derived_from": f"{encoder.name}/{encoder.version}",
                    "derived_from_files": dict(encoder.extra.get("file_sha256", {})),
                    "file_sha256": {"tokenizer.json": sha256_of(target / "tokenizer.json")},
                    "inputs": [INPUT_IDS, MASK], "output": EMBEDDING_OUTPUT})

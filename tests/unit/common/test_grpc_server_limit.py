@@ -4,7 +4,6 @@ RESOURCE_EXHAUSTED at once (before any handler runs), and the health probe count
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 import pytest
@@ -38,11 +37,11 @@ async def test_calls_over_the_limit_are_refused_at_once_and_never_reach_the_hand
             held = [asyncio.ensure_future(call(b"", timeout=10)) for _ in range(2)]
             while len(entered) < 2:
                 await asyncio.sleep(0.01)
-            started = time.monotonic()
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await call(b"", timeout=10)
+            # Refused at once: a queued call could only end at its deadline (DEADLINE_EXCEEDED), since the
+            # two held calls finish only after `release` below. No wall-clock bound (timing lives in bench/).
             assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert time.monotonic() - started < 1.0  # answered at once, not queued until the deadline
             assert len(entered) == 2
             # the health probe finds the process at its limit: busy, alive
             assert await asyncio.to_thread(healthcheck.main, [f"127.0.0.1:{port}"]) == 0

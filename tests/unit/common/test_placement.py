@@ -30,7 +30,7 @@ def test_rejects_bad_placements(kwargs: dict[str, object], match: str) -> None:
 
 def test_shipped_configs_let_text_preempt_images() -> None:
     """Text and the routers at full priority, the image services niced on the same CPUs (measured
-    against a text/image CPU partition: bench/README.md "CPU placement, measured")."""
+    against a text/image CPU partition: docs/deployment.md "CPU placement")."""
     mesh = Mesh()
     text = mesh.placement("text")
     assert text.cpus == mesh.placement("router").cpus == mesh.placement("router-bulk").cpus

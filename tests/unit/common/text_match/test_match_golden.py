@@ -9,6 +9,7 @@ import pytest
 
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from tests.unit.common.text_match import match_golden
+from tests.stubs import default_lexicon
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def golden() -> dict[str, object]:
 
 @pytest.mark.parametrize("lang", match_golden.LANGS)
 def test_matches_equal_the_golden_digests(golden: dict[str, dict[str, list[str]]], lang: str) -> None:
-    lexicon = Lexicon.load(DEFAULT_LEXICON_PATH)
+    lexicon = default_lexicon()
     texts = match_golden.corpus_texts(lang)
     expected = golden[lang]
     assert len(expected["rows"]) == len(texts), "the corpus changed: regenerate the golden file (see match_golden.py)"
@@ -36,6 +37,6 @@ def test_matches_equal_the_golden_digests(golden: dict[str, dict[str, list[str]]
 
 def test_the_digest_sees_a_changed_result(golden: dict[str, dict[str, list[str]]]) -> None:
     # guards against a digest that ignores what it hashes: a harmful row and a benign one differ
-    lexicon = Lexicon.load(DEFAULT_LEXICON_PATH)
+    lexicon = default_lexicon()
     assert match_golden.digest(lexicon, "你个傻逼") != match_golden.digest(lexicon, "今天天气很好")
     assert len(set(golden["zh"]["rows"])) > 1000

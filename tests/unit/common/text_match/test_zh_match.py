@@ -10,6 +10,7 @@ from services.common.text_match.zh_contact import contact_spans
 from services.common.text_match.zh_context import addressed
 from services.common.text_match.zh_pinyin import find_pinyin, readings, term_syllables
 from services.common.text_match.zh_segment import cuts_word, word_spans
+from tests.stubs import default_lexicon
 
 
 def _hits(lexicon: Lexicon, text: str) -> list[tuple[str, str]]:
@@ -66,13 +67,13 @@ def test_initials_space_only_for_flagged_entries() -> None:
     ("这什么smjb玩意", "profanity", "smjb"),
 ])
 def test_default_lexicon_curse_initials(text: str, category: str, surface: str) -> None:
-    assert (category, surface) in _hits(Lexicon.load(), text)
+    assert (category, surface) in _hits(default_lexicon(), text)
 
 
 @pytest.mark.parametrize("text", ["sqj", "今天去了一趟sm超市", "cnmlgbx.tar.gz"])
 def test_default_lexicon_curse_initials_benign(text: str) -> None:
     # 死全家 needs someone addressed; an initials run must be a whole Latin token
-    assert not {c for c, _ in _hits(Lexicon.load(), text)} & {"harassment", "profanity"}
+    assert not {c for c, _ in _hits(default_lexicon(), text)} & {"harassment", "profanity"}
 
 
 def test_find_pinyin_respects_latin_boundaries() -> None:
@@ -140,7 +141,7 @@ def _zero_width_between(text: str, offset: int = 0) -> str:
     ("“你怎么还不去死”这种话可能会害死人", set()),  # quoted counter-speech
 ])
 def test_zero_width_characters_hide_nothing_from_any_view(text: str, expected: set[str]) -> None:
-    lexicon = Lexicon.load()
+    lexicon = default_lexicon()
     plain = {m.category for m in lexicon.find(normalize(text))}
     assert plain == expected
     for offset in range(len(ZERO_WIDTH)):
@@ -152,13 +153,13 @@ def test_zero_width_characters_hide_nothing_from_any_view(text: str, expected: s
 
 
 def test_zero_width_spans_are_the_spans_of_the_text_as_sent() -> None:
-    lexicon = Lexicon.load()
+    lexicon = default_lexicon()
     text = "加\u200b薇\u200c信 ab8866123"
     assert ("spam", "薇\u200c信 ab8866123") in _hits(lexicon, text)
 
 
 def test_default_lexicon_loads_the_chinese_lists() -> None:
-    lexicon = Lexicon.load()
+    lexicon = default_lexicon()
     assert ("violence", "弄死你") in _hits(lexicon, "我今天就弄死你")
     assert _hits(lexicon, "手机巴士这个网站还能上吗") == []
 
@@ -173,7 +174,7 @@ def test_two_latin_initials_in_english_text_are_not_a_pinyin_hit() -> None:
 
 
 def test_a_term_that_addresses_someone_needs_no_other_target() -> None:
-    lexicon = Lexicon.load()
+    lexicon = default_lexicon()
     assert "harassment" in {m.category for m in lexicon.find(normalize("NMSL"))}  # 你妈死了 by its initials
     assert "harassment" not in {m.category for m in lexicon.find(normalize("这部电影真垃圾"))}  # 垃圾 needs one
 

@@ -17,13 +17,14 @@ from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_context import load_contexts
 from services.common.text_match.zh_rules import Rule, load_rules, parse_rules
+from tests.stubs import default_lexicon
 
 RULES = load_rules()
 
 
 @lru_cache(maxsize=1)
 def lexicon() -> Lexicon:
-    return Lexicon.load(DEFAULT_LEXICON_PATH)
+    return default_lexicon()
 
 
 def sources(text: str, lex: Lexicon) -> set[str]:

@@ -20,23 +20,22 @@ from services.common.text_match.zh_context import (addressed, load_contexts, loa
                                                    parse_contexts, parse_ordinary_phrases, quoted_spans)
 from services.common.text_match.zh_rules import load_rules, parse_rules
 from services.common.text_match.zh_variants import variant_view
+from tests.stubs import default_lexicon
 
 
-@lru_cache(maxsize=1)
 def lexicon() -> Lexicon:
-    return Lexicon.load(DEFAULT_LEXICON_PATH)
+    return default_lexicon()
 
 
 @lru_cache(maxsize=1)
 def lexicon_without_contexts() -> Lexicon:
-    full = lexicon()
-    return Lexicon.build(full.entries, contact_rule=True, rules=load_rules(), contexts=())
+    return lexicon().with_contexts(())
 
 
 def lexicon_with(context: object) -> Lexicon:
     from services.common.text_match.zh_context import ContextRule
     assert isinstance(context, ContextRule)
-    return Lexicon.build(lexicon().entries, contact_rule=True, rules=load_rules(), contexts=(context,))
+    return lexicon().with_contexts((context,))
 
 
 def categories(text: str, lex: Lexicon | None = None) -> set[str]:

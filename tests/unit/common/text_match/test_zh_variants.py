@@ -7,6 +7,7 @@ import pytest
 from services.common.text_match.lexicon import Lexicon
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_variants import variant_view
+from tests.stubs import default_lexicon
 
 
 @pytest.mark.parametrize(("text", "recomposed"), [
@@ -25,7 +26,7 @@ def test_regression_le_yi_is_not_recomposed_to_zi_across_a_word(text: str) -> No
 
 
 def categories(text: str) -> set[str]:
-    return {m.category for m in Lexicon.load().find(normalize(text))}
+    return {m.category for m in default_lexicon().find(normalize(text))}
 
 
 @pytest.mark.parametrize(("text", "category"), [

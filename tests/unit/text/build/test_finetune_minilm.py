@@ -11,6 +11,7 @@ import pytest
 
 from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
+from services.text.build.compact import apply_delta
 from services.text.build.finetune_minilm import BASE_MODEL, TUNED_MODEL, TuningConfig, build_tuned_minilm
 from services.text.embedding import SentenceEmbedder
 
@@ -84,6 +85,12 @@ def test_fine_tuning_is_seeded_moves_only_top_layers_and_serves(base: Repository
     original = MiniLM.from_onnx(onnx.load(str(base.path))).initializers()
     changed = {name for name in original if not np.array_equal(original[name], tuned[name])}
     assert changed and all(name.startswith("model.layers.5.") for name in changed), sorted(changed)[:5]
+    # The committed form (delta.npz, float16) holds exactly the moved tensors and decodes to what is served.
+    with np.load(find_model(TUNED_MODEL, root=tmp_path / "a").path.parent / "delta.npz") as stored:
+        deltas = {name: stored[name] for name in stored.files}
+    assert set(deltas) == changed and all(d.dtype == np.float16 for d in deltas.values())
+    decoded = apply_delta(original, deltas)
+    assert all(np.array_equal(decoded[name], tuned[name]) for name in changed)
     vectors = SentenceEmbedder(find_model(TUNED_MODEL, root=tmp_path / "a"), SessionOptions()).embed(TEXTS).vectors
     assert vectors.shape == (len(TEXTS), 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
