@@ -71,7 +71,7 @@ $(REPO)/.built: $(VENV)/.installed $(wildcard $(ARTIFACTS)/MANIFEST.json service
 	$(PY) -m services.ocr.build.build_models --repository $(REPO)
 	touch $@
 
-train: venv stubs train-deps ## retrain every text model from its inputs (PyTorch CPU, 15-25 min on 2 cores) and rewrite models/
+train: venv stubs train-deps ## retrain every text model from its inputs (PyTorch CPU, about 13 min on 2 cores) and rewrite models/
 	$(PY) -m services.text.build.build_models --repository $(REPO) --artifacts $(ARTIFACTS) --train
 	$(PY) -m services.vision.build.build_models --repository $(REPO)
 	$(PY) -m services.ocr.build.build_models --repository $(REPO)

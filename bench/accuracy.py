@@ -78,7 +78,7 @@ def lexicon_hits(rows: Sequence[TextRow]) -> dict[str, Any]:
 
 def legacy_report(repository: Path) -> dict[str, Any]:
     """The old table for each served text model."""
-    from bench.quality import MODEL_CLASSES, load_model, score
+    from bench.text_models import MODEL_CLASSES, load_model, score
 
     heldout = heldout_sms(repository)
     ham = [r.text for r in heldout if r.label == 0]

@@ -26,7 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from bench.corpus import load_corpus
-from bench.quality import DEFAULT_POLICY, fired_categories, load_model, score
+from bench.quality import DEFAULT_POLICY, fired_categories
+from bench.text_models import load_model, score
 from bench.quality_metrics import category_report, hard_negative_fpr
 from services.common.serving.model_repository import DEFAULT_ROOT
 from services.common.taxonomy import TEXT_CATEGORIES

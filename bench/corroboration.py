@@ -26,7 +26,8 @@ import numpy as np
 
 from bench.balanced_band import macro_f1
 from bench.corpus import load_corpus
-from bench.quality import DEFAULT_POLICY, fired_categories, score
+from bench.quality import DEFAULT_POLICY, fired_categories
+from bench.text_models import score
 from bench.quality_metrics import hard_negative_fpr
 from services.common.contracts import text as contract
 from services.common.serving.model_repository import DEFAULT_ROOT

@@ -26,7 +26,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services.launcher import Mesh
 from services.router.tenants import hash_key
-from tests.fixtures.render import render_text_image  # the same images the tests use
+from bench.render import render_text_image  # the same images the tests use
 
 KEY = "bench-key"
 

@@ -44,7 +44,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from grpc_health.v1 import health_pb2_grpc
 
 from services.launcher import MODALITIES, ROOT, Mesh, free_base_port, serving
-from tests.fixtures.render import render_photo_like
+from bench.render import render_photo_like
 
 #: The demo tenants of config/tenants.yaml (loopback only).
 LANE_KEYS = {"router": "demo-acme-key", "router-bulk": "demo-globex-key"}

@@ -1,6 +1,6 @@
 """Measure OcrModel.infer latency against rapidocr's own engine (a development tool, not served code).
 
-Renders 640x480 images with two text lines (tests/fixtures/render.py, needs fonts-wqy-zenhei), then
+Renders 640x480 images with two text lines (bench/render.py, needs fonts-wqy-zenhei), then
 reports the median and minimum per-image time of `OcrModel.infer` at batch 1 and 4, the rapidocr engine on the
 same images one at a time (with its own ONNX Runtime session options, and with sessions made by
 `create_session` like the service's), and detector grouping "shape" vs "pad" on a batch of mixed sizes.
@@ -43,7 +43,7 @@ def _interleaved_ms(runs: dict[str, tuple[Callable[[], object], int]], repeats: 
 
 
 def _images(sizes: Sequence[tuple[int, int]]) -> list[bytes]:
-    from tests.fixtures.render import render_text_image
+    from bench.render import render_text_image
 
     return [render_text_image(LINES[i % len(LINES)], size) for i, size in enumerate(sizes)]
 

@@ -31,7 +31,7 @@ from services.common.serving.model_repository import DEFAULT_ROOT
 from services.common.serving.onnx_session import SessionOptions
 from services.ocr.model import OcrModel
 from services.ocr.pipeline import _prepare
-from tests.fixtures.render import render_photo_like
+from bench.render import render_photo_like
 
 
 def _images() -> dict[str, bytes]:

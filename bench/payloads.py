@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 
 KINDS = ("text", "image")
 

@@ -24,7 +24,8 @@ from typing import Any, Mapping, Sequence
 if __package__ in (None, ""):  # `python bench/probes.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.quality import DEFAULT_POLICY, TextModel, fired_categories, load_model, profile_rows, score
+from bench.quality import DEFAULT_POLICY, fired_categories, profile_rows
+from bench.text_models import TextModel, load_model, score
 from services.common.serving.model_repository import DEFAULT_ROOT
 from services.common.taxonomy import TEXT_CATEGORIES
 from services.router.control.versions import compile_stored_policy

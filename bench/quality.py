@@ -27,13 +27,10 @@ a second table.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 if __package__ in (None, ""):  # `python bench/quality.py`: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -42,9 +39,9 @@ import numpy as np
 
 from bench.corpus import CorpusRow, available_langs, load_corpus
 from bench.quality_metrics import category_report, functionality_report, hard_negative_fpr
+from bench.text_models import Scored, TextModel, load_model, score
 from services.common.contracts import text as contract
 from services.common.serving.model_repository import DEFAULT_ROOT
-from services.common.serving.onnx_session import SessionOptions
 from services.common.taxonomy import TEXT_CATEGORIES
 from services.router.evaluate import evaluate
 from services.router.fusion import Signals
@@ -55,48 +52,11 @@ from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL, escalated
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_POLICY = ROOT / "config" / "policies" / "default.yaml"
-#: Where each served text model's class lives ("module:Class"); both take (repository, SessionOptions).
-MODEL_CLASSES = {FAST_MODEL: "services.text.model:TextModerationModel",
-                 SEMANTIC_MODEL: "services.text.semantic:TextSemanticModel"}
 #: The issue's targets (issue 13 section 4), checked on the `accurate` profile and balanced against it.
 TARGET_F1 = 0.92
 TARGET_HARD_NEGATIVE_FPR = 0.05
 TARGET_BALANCED_F1_GAP = 0.03
 TARGET_BALANCED_SPEEDUP = 3.0
-
-
-class TextModel(Protocol):
-    max_batch_size: int
-
-    def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
-
-
-def load_model(name: str, repository: Path) -> TextModel:
-    """The served model `name`, built as the text service builds it (one intra-op thread)."""
-    module, _, cls = MODEL_CLASSES[name].partition(":")
-    model: TextModel = getattr(importlib.import_module(module), cls)(repository, SessionOptions(intra_op_threads=1))
-    return model
-
-
-@dataclass
-class Scored:
-    """One model's rows for a list of texts and the seconds it took."""
-
-    rows: list[contract.TextRow]
-    seconds: float
-
-
-def score(model: TextModel, texts: Sequence[str]) -> Scored:
-    """Typed rows for `texts`, in batches of the model's max batch size, exactly as served."""
-    rows: list[contract.TextRow] = []
-    started = time.perf_counter()
-    step = max(1, int(model.max_batch_size))
-    for start in range(0, len(texts), step):
-        batch = np.array([[t.encode("utf-8")] for t in texts[start:start + step]], dtype=object)
-        out = model.infer({contract.INPUT.name: batch})
-        rows.extend(contract.decode_row({name: out[name][i] for name in contract.ROUTER_OUTPUTS})
-                    for i in range(batch.shape[0]))
-    return Scored(rows, time.perf_counter() - started)
 
 
 def profile_rows(profile: Profile, texts: Sequence[str], models: Mapping[str, TextModel], policy: CompiledPolicy,

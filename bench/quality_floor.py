@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from bench.probes import run_probe
-from bench.quality import DEFAULT_POLICY, load_model, run
+from bench.quality import DEFAULT_POLICY, run
+from bench.text_models import load_model
 from services.common.serving.model_repository import DEFAULT_ROOT
 from services.router.control.versions import compile_stored_policy
 from services.router.policy import Profile

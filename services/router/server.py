@@ -237,8 +237,3 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         async with call_status(context, log):  # a stream that can no longer be read ends with UNAVAILABLE
             async for response in answer_stream(request_iterator, answer, max_in_flight=STREAM_MAX_IN_FLIGHT):
                 yield response
-
-if __name__ == "__main__":  # `python -m services.router.server`, kept working; the wiring lives in main.py
-    from services.router.main import main
-
-    raise SystemExit(main())

@@ -9,7 +9,8 @@ from typing import Mapping
 import numpy as np
 
 from bench.corpus import CorpusRow
-from bench.quality import Scored, fired_categories, profile_rows, quality, score, targets
+from bench.quality import fired_categories, profile_rows, quality, targets
+from bench.text_models import Scored, score
 from services.common.contracts import text as contract
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
 from tests.stubs import policy_from_file

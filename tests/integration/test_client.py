@@ -14,7 +14,7 @@ import pytest
 from auditmesh.client import AsyncClient, Client, Item, ModerationError, RetryPolicy, Verdict
 from auditmesh.client.settings import API_KEY_ENV
 from services.launcher import Mesh, free_base_port
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 from tests.stubs import KEY_A, KEY_LIMITED
 
 CLEAN, TOXIC = "Thanks for the lovely dinner last night, see you on Friday!", "你这个傻逼，滚"

@@ -16,7 +16,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services.common.contracts import text as text_contract
 from services.launcher import Mesh, free_base_port
-from tests.fixtures.render import render_photo_like, render_text_image
+from bench.render import render_photo_like, render_text_image
 from tests.mesh_fixtures import running
 from tests.stubs import KEY_A, KEY_B, MeshTritonClient, moderate
 

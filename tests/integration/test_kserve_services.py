@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from services.common.contracts import text as text_contract
 from services.launcher import Mesh
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 from tests.stubs import MeshTritonClient
 
 

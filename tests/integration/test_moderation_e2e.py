@@ -7,7 +7,7 @@ import pytest
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from tests.fixtures.render import render_photo_like, render_text_image, text_layout
+from bench.render import render_photo_like, render_text_image, text_layout
 from tests.stubs import KEY_A, KEY_B, item, moderate
 
 

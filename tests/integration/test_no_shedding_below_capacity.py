@@ -22,7 +22,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services.launcher import Mesh, free_base_port, mesh_services
 from services.router.dispatch import parse_warmup
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 from tests.mesh_fixtures import running
 from tests.stubs import KEY_A, MeshTritonClient, item
 

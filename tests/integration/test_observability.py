@@ -147,7 +147,7 @@ async def test_an_unsampled_caller_is_followed_through_the_router_and_the_text_s
 
 
 async def test_degraded_stages_are_counted_by_reason(traced: tuple[InProcessMesh, InMemoryTracing]) -> None:
-    from tests.fixtures.render import render_photo_like
+    from bench.render import render_photo_like
 
     mesh, _ = traced
     assert mesh.router is not None

@@ -13,7 +13,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from google.rpc import error_details_pb2, status_pb2
 
 from services.launcher import Mesh
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 from tests.stubs import KEY_CHAT, KEY_FLOOD, KEY_LIMITED, item, moderate
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 from tests.stubs import moderate
 
 CASES = [

@@ -17,7 +17,7 @@ from tritonclient.grpc import service_pb2_grpc
 from services.launcher import Mesh
 
 from tests.mesh_fixtures import channel_to
-from tests.security.inputs import CHANNEL_OPTIONS, KEY
+from tests.security.inputs import CHANNEL_OPTIONS
 
 
 @pytest.fixture(scope="session")

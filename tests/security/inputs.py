@@ -9,7 +9,7 @@ import zlib
 import grpc
 from PIL import Image
 
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 from tests.mesh_fixtures import message_options
 
 #: The API key of the security suite's one tenant (tests/security/conftest.py writes its tenants file).

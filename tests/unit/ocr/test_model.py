@@ -14,7 +14,7 @@ from services.common.serving.model_api import ServedModel
 from services.common.errors import InvalidInputError
 from services.common.serving.onnx_session import SessionOptions
 from services.ocr.model import OcrModel, _warmup_png
-from tests.fixtures.render import render_photo_like, render_text_image
+from bench.render import render_photo_like, render_text_image
 
 HELLO = ["Hello world 2026", "内容审核测试"]
 

@@ -14,7 +14,7 @@ from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import create_session
 from services.ocr.pipeline import OcrLine, OcrPipeline
 from services.ocr.settings import OcrSettings
-from tests.fixtures.render import TextBox, render_photo_like, render_text_image, text_layout
+from bench.render import TextBox, render_photo_like, render_text_image, text_layout
 
 ENGLISH = ["Hello world 2026", "Call 400-123-4567"]
 CHINESE = ["内容审核测试", "扫码关注公众号"]

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from PIL import Image, ImageDraw, ImageFont
 
-from tests.fixtures.render import FONT_PATH
+from bench.render import FONT_PATH
 
 
 def transparent_png(text: str) -> bytes:

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from tests.unit.common.text_match import match_golden
 from tests.stubs import default_lexicon
 

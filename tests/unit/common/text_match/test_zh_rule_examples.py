@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import pytest
 
-from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
+from services.common.text_match.lexicon import Lexicon
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_context import load_contexts
 from services.common.text_match.zh_rules import Rule, load_rules, parse_rules

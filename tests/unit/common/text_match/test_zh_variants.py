@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.text_match.lexicon import Lexicon
 from services.common.text_match.normalize import normalize
 from services.common.text_match.zh_variants import variant_view
 from tests.stubs import default_lexicon
