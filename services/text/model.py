@@ -14,8 +14,13 @@ The heads are English: their TF-IDF vocabulary and training rows are English, so
 CJK characters and no other letter they would score its structured features alone (noise: on the
 Chinese dev split they sent every hard negative to self_harm), and on a text with no letter at all
 (emoji only) one unknown token (every emoji-only message scored `sexual` 0.77). For such a text the
-heads abstain (scores 0) and the lexicon and rules judge it through MATCHES (profile accurate adds
-the Chinese character n-gram heads: services/text/semantic.py).
+heads abstain (scores 0) and the lexicon and rules judge it through MATCHES.
+
+Chinese is read by a multilingual sentence encoder (USE multilingual v3, `services.text.multilingual`)
+and its per-category heads (`text_heads_zh_semantic`), on every text with a CJK character, over the
+normalised text (evasions restored); they only ever raise a score (the maximum of the other scores and
+theirs), so English is unchanged. Profile accurate adds the Chinese character n-gram heads
+(services/text/semantic.py).
 
 Example::
 
@@ -42,6 +47,7 @@ from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.flags import with_flags
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.text_match.scripts import blank_han, has_cjk, latin_words
+from services.text.multilingual import ZH_SEMANTIC_HEADS, ZhSemanticHeads
 from services.text.classifier import TextClassifier
 from services.text.context import ContextEngine, sentence_spans
 from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
@@ -65,7 +71,7 @@ SPAM_MODEL = "spam_en"
 TFIDF_MODEL = "tfidf_en"
 FAST_HEADS = "text_heads_fast"
 #: The model-repository entries `TextModerationModel` opens (a repository copy must hold all of them).
-REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS)
+REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, ZH_SEMANTIC_HEADS)
 _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
                  "youareanidiot")
 
@@ -147,6 +153,7 @@ class TextModerationModel(TextPipelineShape):
         self._tfidf = TfidfVectorizerModel(find_model(TFIDF_MODEL, root=root), session_options)
         self._static = StaticEmbedder(find_model(STATIC_MODEL, root=root), session_options)
         self._heads = Heads(find_model(FAST_HEADS, root=root), session_options)
+        self._zh_semantic = ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=root), session_options)
         self._lexicon_path = DEFAULT_LEXICON_PATH if lexicon is None else None
         self._lexicon = Lexicon.load(DEFAULT_LEXICON_PATH) if lexicon is None else lexicon
         self._rules = load_context_rules()
@@ -185,6 +192,10 @@ class TextModerationModel(TextPipelineShape):
         scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
         english = [english_reads(text) for text in segmented]
         scores[[i for i, read in enumerate(english) if not read]] = 0.0  # Chinese or emoji only: the heads abstain
+        chinese = [i for i, a in enumerate(analyses) if has_cjk(a.segmented.text)]
+        if chinese:  # the multilingual heads read the Chinese (restored text) and only ever raise a score
+            zh = self._zh_semantic.score([analyses[i].segmented.text for i in chinese])
+            scores[chinese] = np.maximum(scores[chinese], zh)
         return FastScores(analyses, tfidf, scores, segmented, english)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -218,13 +229,15 @@ class TextModerationModel(TextPipelineShape):
         return out
 
     def warmup(self) -> None:
-        """Run a small mixed batch so sessions, the t2s table, wordninja and caches are ready."""
+        """Run a small mixed batch so sessions, the t2s table, wordninja, the multilingual encoder and caches
+        are ready."""
+        self._zh_semantic.warm()
         self.infer({"TEXT": np.array([[t.encode("utf-8")] for t in _WARMUP_TEXTS], dtype=object)})
 
     def model_files(self) -> Sequence[ModelFile]:
         """The ONNX files plus pseudo entries for the lexicon and the context-rule and spam-signal data."""
         files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._static.entry,
-                                          self._heads.entry)]
+                                          self._heads.entry, self._zh_semantic.entry)]
         return files + data_files(self._lexicon, self._lexicon_path)
 
     def _legacy(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -59,13 +59,14 @@ BASE_MODEL = "minilm_l6"
 STATIC_MODEL = "static_en"
 #: Every text model training produces, in the order training installs them.
 TRAINED_MODELS = ("spam_en", "tfidf_en", "text_heads_lexical", TUNED_MODEL, STATIC_MODEL, "text_heads_fast",
-                  "text_heads_semantic", "tfidf_zh", "text_heads_zh")
+                  "text_heads_semantic", "tfidf_zh", "text_heads_zh", "text_heads_zh_semantic")
 #: Converted from a wheel at `make models` (not trained), but its scores are training features: its digest
 #: is recorded so that a different conversion is caught.
 CONVERTED_MODELS = ("toxicity_en",)
 #: The files training reads (globs relative to the repository root), enforced by the inputs digest.
 TRAINING_INPUTS = (
     "services/text/data/corpus/*.jsonl", "services/text/data/corpus/*.yaml", "services/text/data/*.yaml",
+    "services/text/data/corpus_natural/zh/train_*.jsonl",
     "services/text/data/*.json", "services/common/text_match/data/*.json", "bench/probe_sets/en_*.tsv",
     "services/text/build/*.py",
 )

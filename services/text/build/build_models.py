@@ -15,6 +15,9 @@ cores; seeded, so a rerun gives the same models) and exports the result to `mode
   heads trained on the functional corpus's train split + wheels' data).
 * `tfidf_zh/1`, `text_heads_zh/1`: Chinese character n-gram heads on the Chinese corpus's train split,
   thresholds on its dev split (`train_zh_ngram.py`; seconds).
+* `text_heads_zh_semantic/1`: per-category heads over the multilingual encoder (USE multilingual v3
+  from its wheel) on the naturalistic and template Chinese training rows (`train_zh_semantic.py`;
+  about 30 s).
 * `spam_en/1`: TF-IDF (word 1-2 grams) + logistic regression trained here on the training part of
   the SMS corpus (`services.text.build.sms_data`); the held-out rows are never used for fitting or model
   selection and are written to `spam_en/1/heldout_rows.json` for `bench/accuracy.py`.
@@ -180,10 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.train:
         from services.text.build.train_heads import build_text_heads
         from services.text.build.train_zh_ngram import build_zh_ngram_heads
+        from services.text.build.train_zh_semantic import build_zh_semantic_heads
 
         entries.append(build_spam(args.repository))
         entries += build_text_heads(args.repository, seed=args.seed)
         entries += build_zh_ngram_heads(args.repository, seed=args.seed)
+        entries.append(build_zh_semantic_heads(args.repository, seed=args.seed))
         manifest = export_artifacts(args.repository, args.artifacts, seed=args.seed)
         print(f"exported {len(manifest['models'])} trained models to {args.artifacts} "
               f"({manifest['bytes'] / 1e6:.1f} MB, inputs {manifest['inputs_sha256'][:12]})", file=sys.stderr)

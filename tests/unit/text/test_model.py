@@ -123,7 +123,8 @@ def test_malformed_inputs_are_rejected(text_model: TextModerationModel, inputs: 
 
 def test_model_files_report_versions_and_hashes(text_model: TextModerationModel) -> None:
     files = {f.name: f for f in text_model.model_files()}
-    assert set(files) == {"toxicity_en", "spam_en", "tfidf_en", "static_en", "text_heads_fast", "lexicon",
+    assert set(files) == {"toxicity_en", "spam_en", "tfidf_en", "static_en", "text_heads_fast", "text_heads_zh_semantic",
+                          "lexicon",
                           "context_rules", "spam_signals"}
     assert all(len(files[n].sha256) == 64 for n in files)
     assert files["lexicon"].version == text_model.lexicon.version
@@ -146,12 +147,16 @@ def test_contract_metadata(text_model: TextModerationModel) -> None:
     assert tuple(text_model.outputs) == contract.OUTPUTS
 
 
-def test_the_english_heads_abstain_on_chinese_without_latin_letters(text_model: TextModerationModel) -> None:
-    # the heads would score only the structured features of a Chinese text; Chinese is judged by its hits
+def test_chinese_is_scored_by_the_multilingual_heads_not_the_english_ones(text_model: TextModerationModel) -> None:
+    # The English heads would score only the structured features of a Chinese text; the multilingual heads
+    # (text_heads_zh_semantic) read it: a helpline notice stays below every review threshold, a wish that
+    # the reader die does not.
     texts = ["如果你有轻生的念头，请拨打心理援助热线", "你怎么还不去死，活着浪费空气", "gg 你好 you are an idiot"]
     out = text_model.infer(batch(*texts))
-    for name in contract.SCORE_OUTPUTS:
-        assert out[name][0, 0] == 0.0 and out[name][1, 0] == 0.0, name
+    helpline = {name: float(out[name][0, 0]) for name in contract.SCORE_OUTPUTS}
+    assert all(score < DEFAULT_REVIEW[name.lower()] for name, score in helpline.items()), helpline
+    wish = {name: float(out[name][1, 0]) for name in contract.SCORE_OUTPUTS}
+    assert max(wish["HARASSMENT"], wish["SELF_HARM"]) >= DEFAULT_REVIEW["harassment"], wish
     assert json.loads(out["MATCHES"][1, 0]) and not json.loads(out["MATCHES"][0, 0])
     assert any(out[name][2, 0] > 0.0 for name in contract.SCORE_OUTPUTS)  # five English words: the heads read them
 
@@ -164,10 +169,11 @@ CHINESE_WITH_A_LATIN_TOKEN = ["打call，加油！", "今天有点emo了", "周�
                               "awsl，太可爱了"]
 
 
-def test_chinese_with_one_latin_token_is_left_to_the_chinese_matchers(text_model: TextModerationModel) -> None:
+def test_chinese_with_one_latin_token_is_left_to_the_chinese_readers(text_model: TextModerationModel) -> None:
     out = text_model.infer(batch(*CHINESE_WITH_A_LATIN_TOKEN))
     for index, text in enumerate(CHINESE_WITH_A_LATIN_TOKEN):
-        assert all(out[name][index, 0] == 0.0 for name in contract.SCORE_OUTPUTS), text
+        scores = {name: float(out[name][index, 0]) for name in contract.SCORE_OUTPUTS}
+        assert all(score < DEFAULT_REVIEW[name.lower()] for name, score in scores.items()), (text, scores)
         assert not json.loads(out["MATCHES"][index, 0]), text
 
 
