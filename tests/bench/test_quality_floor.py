@@ -10,7 +10,7 @@ import pytest
 
 from bench.quality_floor import BASELINE, MARGINS, compare, measure
 
-# Slow (the dev split through the fast and accurate profiles, ~1 min): `make test` runs it, `make test-fast` skips it.
+# Slow (the dev split through the fast profile and the probes through fast and accurate, ~40 s): `make test` runs it, `make test-fast` skips it.
 pytestmark = pytest.mark.slow
 
 
