@@ -1,0 +1,159 @@
+"""Decision quality on the naturalistic corpus (`services/text/data/corpus_natural/`): messages written
+one by one as real users write them, the test split by writers who never read the training files.
+
+    python -m bench.natural_quality --lang zh                  # test split, fast and balanced profiles
+    python -m bench.natural_quality --lang zh --split dev      # the dev fold of the training files
+
+The text models run in process exactly as `bench.quality` runs them (default policy; a message is
+flagged when any category takes REVIEW or BLOCK). Reported as JSON per profile: harmful messages flagged
+(recall), benign messages flagged (false-positive rate) and hard negatives flagged, per category
+(recall and precision of that category firing), per functionality and per target (the share of its
+messages decided correctly: a harmful one flagged, a benign one not). Test rows that nearly duplicate a
+training row (`near_duplicates`: Jaccard >= `NEAR_DUPLICATE` over character 4-grams) are left out and
+counted. The split's size, length distribution and distinct-bigram ratio are reported with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from bench.quality import DEFAULT_POLICY, fired_categories, profile_rows
+from bench.text_models import load_model, score
+from services.common.serving.model_repository import DEFAULT_ROOT
+from services.common.taxonomy import TEXT_CATEGORIES
+from services.router.control.versions import compile_stored_policy
+from services.router.policy import Profile
+from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
+
+__all__ = ["NATURAL_DIR", "NEAR_DUPLICATE", "corpus_stats", "load_split", "near_duplicates", "report"]
+
+NATURAL_DIR = Path(__file__).resolve().parents[1] / "services" / "text" / "data" / "corpus_natural"
+NEAR_DUPLICATE = 0.8
+_SHINGLE = 4
+
+
+def load_split(lang: str, split: str, directory: Path = NATURAL_DIR) -> list[dict[str, Any]]:
+    """The rows of `lang`'s `test_*.jsonl` files (split "test"), or the dev fold of its training files
+    (split "dev", as `train_zh_semantic.natural_rows` cuts it), or all training rows (split "train")."""
+    if split == "test":
+        return [json.loads(line) for path in sorted((directory / lang).glob("test_*.jsonl"))
+                for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from services.text.build.train_zh_semantic import natural_rows
+
+    return [r for r in natural_rows(directory / lang) if r["split"] == split]
+
+
+def _shingles(text: str) -> set[str]:
+    compact = "".join(text.split()).lower()
+    return {compact[i:i + _SHINGLE] for i in range(max(1, len(compact) - _SHINGLE + 1))}
+
+
+def near_duplicates(rows: Sequence[Mapping[str, Any]], others: Sequence[Mapping[str, Any]],
+                    threshold: float = NEAR_DUPLICATE) -> set[int]:
+    """Indexes of `rows` whose character 4-gram Jaccard with some row of `others` is >= `threshold`.
+
+    Example::
+
+        >>> sorted(near_duplicates([{"text": "你这个傻子真的烦"}, {"text": "今天天气很好"}], [{"text": "你这个傻子真的烦!"}]))
+        [0]
+    """
+    index: dict[str, list[int]] = defaultdict(list)
+    other_shingles = [_shingles(str(o["text"])) for o in others]
+    for k, shingles in enumerate(other_shingles):
+        for s in shingles:
+            index[s].append(k)
+    found: set[int] = set()
+    for i, row in enumerate(rows):
+        mine = _shingles(str(row["text"]))
+        overlap: dict[int, int] = defaultdict(int)
+        for s in mine:
+            for k in index.get(s, ()):
+                overlap[k] += 1
+        if any(n / len(mine | other_shingles[k]) >= threshold for k, n in overlap.items()):
+            found.add(i)
+    return found
+
+
+def corpus_stats(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Size, harmful/benign/hard-negative counts, length quartiles and the distinct character-bigram ratio."""
+    lengths = sorted(len(str(r["text"])) for r in rows)
+    bigrams = [str(r["text"])[i:i + 2] for r in rows for i in range(len(str(r["text"])) - 1)]
+    quartiles = statistics.quantiles(lengths, n=4) if len(lengths) > 1 else lengths * 3
+    return {"rows": len(rows), "harmful": sum(1 for r in rows if r["labels"]),
+            "benign": sum(1 for r in rows if not r["labels"]),
+            "hard_negatives": sum(1 for r in rows if r.get("hard_negative")),
+            "length": {"min": lengths[0] if lengths else 0, "q1": quartiles[0], "median": quartiles[1],
+                       "q3": quartiles[2], "max": lengths[-1] if lengths else 0},
+            "distinct_bigram_ratio": round(len(set(bigrams)) / len(bigrams), 4) if bigrams else 0.0}
+
+
+def report(rows: Sequence[Mapping[str, Any]], fired: Sequence[set[str]]) -> dict[str, Any]:
+    """Recall, false-positive rates, per category, per functionality and per target (module docstring)."""
+    harmful = [i for i, r in enumerate(rows) if r["labels"]]
+    benign = [i for i, r in enumerate(rows) if not r["labels"]]
+    hard = [i for i in benign if rows[i].get("hard_negative")]
+
+    def share(indexes: Sequence[int], flagged: bool) -> float | None:
+        return round(sum(1 for i in indexes if bool(fired[i]) == flagged) / len(indexes), 4) if indexes else None
+
+    categories = {}
+    for category in TEXT_CATEGORIES:
+        positives = [i for i, r in enumerate(rows) if category in r["labels"]]
+        firing = [i for i in range(len(rows)) if category in fired[i]]
+        if positives or firing:
+            categories[category] = {
+                "support": len(positives),
+                "recall": round(sum(1 for i in positives if category in fired[i]) / len(positives), 4) if positives else None,
+                "precision": round(sum(1 for i in firing if category in rows[i]["labels"]) / len(firing), 4) if firing else None}
+    groups: dict[str, dict[str, list[int]]] = {"functionality": defaultdict(list), "target": defaultdict(list)}
+    for i, row in enumerate(rows):
+        for key in groups:
+            groups[key][str(row.get(key, "?"))].append(i)
+    correct = {key: {name: {"rows": len(ix), "correct": round(sum(1 for i in ix if bool(fired[i]) == bool(rows[i]["labels"]))
+                                                             / len(ix), 4)}
+                     for name, ix in sorted(by.items())} for key, by in groups.items()}
+    return {"harmful_flagged": share(harmful, True), "benign_flagged": share(benign, True),
+            "hard_negatives_flagged": share(hard, True),
+            "accuracy": round(sum(1 for i in range(len(rows)) if bool(fired[i]) == bool(rows[i]["labels"])) / len(rows), 4)
+            if rows else None,
+            "categories": categories, "by_functionality": correct["functionality"], "by_target": correct["target"]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.natural_quality", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lang", choices=("zh", "en"), default="zh")
+    parser.add_argument("--split", choices=("test", "dev"), default="test")
+    parser.add_argument("--profile", action="append", choices=("fast", "balanced", "accurate"))
+    parser.add_argument("--repository", type=Path, default=DEFAULT_ROOT)
+    args = parser.parse_args(argv)
+    rows = load_split(args.lang, args.split)
+    if not rows:
+        print(f"no {args.split} rows for {args.lang} under {NATURAL_DIR / args.lang}", file=sys.stderr)
+        return 1
+    dropped = near_duplicates(rows, load_split(args.lang, "train")) if args.split == "test" else set()
+    kept = [r for i, r in enumerate(rows) if i not in dropped]
+    policy = compile_stored_policy(DEFAULT_POLICY.read_text(encoding="utf-8"), str(DEFAULT_POLICY))
+    profiles: list[Profile] = list(dict.fromkeys(args.profile or ("fast", "balanced")))
+    models = {name: load_model(name, args.repository) for name in (FAST_MODEL, SEMANTIC_MODEL)}
+    texts = [str(r["text"]) for r in kept]
+    fast = score(models[FAST_MODEL], texts)
+    results = {}
+    for profile in profiles:
+        scored, _, _ = profile_rows(profile, texts, models, policy, fast)
+        results[profile] = report(kept, [set(fired_categories(policy, t, r)) for t, r in zip(texts, scored)])
+    out = {"command": " ".join(["python -m bench.natural_quality", *(argv if argv is not None else sys.argv[1:])]),
+           "lang": args.lang, "split": args.split, "policy": f"{policy.name}@{policy.version}",
+           "near_duplicates_left_out": len(dropped), "corpus": corpus_stats(kept), "profiles": results}
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
