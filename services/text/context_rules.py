@@ -20,6 +20,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from services.common.taxonomy import TEXT_CATEGORIES
+
 __all__ = ["CONDITIONS", "DEFAULT_RULES_PATH", "AllowContext", "ContextRules", "Rule", "TargetRequired",
            "load_context_rules"]
 
@@ -27,7 +29,8 @@ DEFAULT_RULES_PATH = Path(__file__).resolve().parent / "data" / "context_rules.y
 FORMAT = "auditmesh-context-rules/1"
 #: The structural conditions a rule's `unless` may name (computed in services/text/context.py).
 CONDITIONS = ("quoted", "mention", "negated", "game", "self", "addressed")
-RULE_CATEGORIES = ("harassment", "hate", "violence", "self_harm", "sexual", "profanity", "spam")
+#: The categories a rule may give: the taxonomy's text categories (services/common/taxonomy.py).
+RULE_CATEGORIES = TEXT_CATEGORIES
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 

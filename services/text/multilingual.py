@@ -9,7 +9,7 @@ heads on it reach insults, threats and stereotypes written in words no list and 
 Cost and limits (measured on this machine, `../shared/notes/models.md`): about 1 ms per short text at
 batch 8 on one BLAS thread, +118 MB RSS, 2 s to load (so `warm()` at start), and a cost that grows with
 length: the package never truncates. So a text is read in windows of at most `window_chars` characters,
-cut at sentence ends where possible, at most `max_windows` per text (the rest of a longer text is read by
+cut at sentence ends where possible (96 characters, at most 10 windows by default), at most `max_windows` per text (the rest of a longer text is read by
 the lexicon and rules only), and a text's score per category is its highest window's score: a long text
 is not more suspicious for being long, and one harmful paragraph in a benign post is still found.
 
@@ -46,8 +46,8 @@ _SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])")
 class WindowConfig:
     """How a text is cut for the encoder (see the module docstring)."""
 
-    window_chars: int = 160
-    max_windows: int = 8
+    window_chars: int = 96
+    max_windows: int = 10
 
     def __post_init__(self) -> None:
         if self.window_chars < 8:

@@ -38,6 +38,7 @@ from typing import Any
 
 import ahocorasick
 
+from services.common.taxonomy import TEXT_CATEGORIES
 from services.common.text_match.zh_rule_literals import needs, satisfied
 
 __all__ = ["RULES_PATH", "Rule", "RuleHit", "find_rules", "load_rules", "parse_rules"]
@@ -45,7 +46,6 @@ __all__ = ["RULES_PATH", "Rule", "RuleHit", "find_rules", "load_rules", "parse_r
 RULES_PATH = Path(__file__).resolve().parent / "data" / "zh_rules.json"
 _SLOT = re.compile(r"\{([A-Z][A-Z0-9_]*)\}")
 _ACTIONS = (None, "review")
-_CATEGORIES = ("harassment", "sexual", "violence", "hate", "spam", "self_harm", "profanity")
 
 
 @dataclass(frozen=True)
@@ -153,8 +153,8 @@ def parse_rules(document: dict[str, Any], path: Path | str = "<rules>") -> tuple
             raise ValueError(f"{where}: duplicate id")
         seen.add(raw["id"])
         categories = tuple(raw["categories"]) if "categories" in raw else (raw.get("category"),)
-        if not categories or any(c not in _CATEGORIES for c in categories):
-            raise ValueError(f"{where}: category: must be one of {_CATEGORIES}, got {categories!r}")
+        if not categories or any(c not in TEXT_CATEGORIES for c in categories):
+            raise ValueError(f"{where}: category: must be one of {TEXT_CATEGORIES}, got {categories!r}")
         severity = raw.get("severity", 2)
         if isinstance(severity, bool) or severity not in (1, 2, 3):
             raise ValueError(f"{where}: severity: must be 1, 2 or 3, got {severity!r}")
