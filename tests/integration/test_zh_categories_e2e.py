@@ -73,3 +73,25 @@ def test_latin_insults_padding_and_implied_addressees_are_flagged(stub: pb_grpc.
                                                                   category: str, text: str) -> None:
     response = moderate(stub, text)
     assert response.decision in (pb.BLOCK, pb.REVIEW) and _flagged(response, category), response
+
+
+#: Messages that no list and no phrase rule holds (the text model reports no MATCHES for them): only the
+#: multilingual encoder's heads (text_heads_zh_semantic, in every profile) read them. A crisis post and
+#: a sexual demand to a streamer; next to them, ordinary chat.
+HEADS_ONLY = [("self_harm", "活着真的好累，我已经把遗书写好了"), ("sexual", "穿这么少直播不就是想让人看吗，给哥私发几张")]
+HEADS_ONLY_BENIGN = ["兄弟们这波稳了，今晚吃鸡", "我们这边下雨了，记得带伞"]
+
+
+@pytest.mark.parametrize(("category", "text"), HEADS_ONLY, ids=[c for c, _ in HEADS_ONLY])
+def test_a_message_no_rule_holds_is_flagged_by_the_multilingual_heads(stub: pb_grpc.ModerationServiceStub,
+                                                                      category: str, text: str) -> None:
+    response = moderate(stub, text)
+    assert response.decision in (pb.BLOCK, pb.REVIEW), response
+    assert _flagged(response, category), response
+    spans = [e.text_span for e in response.evidence if e.WhichOneof("kind") == "text_span" and e.category == category]
+    assert spans and not any(s.matched_term for s in spans), response.evidence  # a score, not a listed term
+
+
+@pytest.mark.parametrize("text", HEADS_ONLY_BENIGN)
+def test_ordinary_chinese_chat_is_allowed(stub: pb_grpc.ModerationServiceStub, text: str) -> None:
+    assert moderate(stub, text).decision == pb.ALLOW
