@@ -10,7 +10,8 @@ flagged when any category takes REVIEW or BLOCK). Reported as JSON per profile: 
 (recall and precision of that category firing), per functionality and per target (the share of its
 messages decided correctly: a harmful one flagged, a benign one not). Test rows that nearly duplicate a
 training row (`near_duplicates`: Jaccard >= `NEAR_DUPLICATE` over character 4-grams) are left out and
-counted. The split's size, length distribution and distinct-bigram ratio are reported with it.
+counted. The split's size, length distribution and distinct-bigram ratio (characters for Chinese, words
+for English) are reported with it.
 """
 
 from __future__ import annotations
@@ -80,10 +81,12 @@ def near_duplicates(rows: Sequence[Mapping[str, Any]], others: Sequence[Mapping[
     return found
 
 
-def corpus_stats(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Size, harmful/benign/hard-negative counts, length quartiles and the distinct character-bigram ratio."""
+def corpus_stats(rows: Sequence[Mapping[str, Any]], *, words: bool = False) -> dict[str, Any]:
+    """Size, harmful/benign/hard-negative counts, length quartiles (characters) and the distinct bigram
+    ratio: of characters (Chinese), or of lower-cased words with `words` (English)."""
     lengths = sorted(len(str(r["text"])) for r in rows)
-    bigrams = [str(r["text"])[i:i + 2] for r in rows for i in range(len(str(r["text"])) - 1)]
+    units = [str(r["text"]).lower().split() if words else list(str(r["text"])) for r in rows]
+    bigrams = [" ".join(u[i:i + 2]) for u in units for i in range(len(u) - 1)]
     quartiles = statistics.quantiles(lengths, n=4) if len(lengths) > 1 else lengths * 3
     return {"rows": len(rows), "harmful": sum(1 for r in rows if r["labels"]),
             "benign": sum(1 for r in rows if not r["labels"]),
@@ -150,7 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results[profile] = report(kept, [set(fired_categories(policy, t, r)) for t, r in zip(texts, scored)])
     out = {"command": " ".join(["python -m bench.natural_quality", *(argv if argv is not None else sys.argv[1:])]),
            "lang": args.lang, "split": args.split, "policy": f"{policy.name}@{policy.version}",
-           "near_duplicates_left_out": len(dropped), "corpus": corpus_stats(kept), "profiles": results}
+           "near_duplicates_left_out": len(dropped), "corpus": corpus_stats(kept, words=args.lang == "en"),
+           "profiles": results}
     print(json.dumps(out, indent=1, ensure_ascii=False))
     return 0
 
