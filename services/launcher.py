@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import logging
 import os
 import secrets
@@ -62,7 +61,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.common.config import ConfigError, load_dataclass
 from services.common.internal_auth import ADMIN_SECRET_HEADER, ENV_ADMIN_SECRET, ENV_SECRET, SECRET_HEADER
 from services.common.logs import configure_logging
-from services.common.placement import Placement, apply_placement, usable_cpus
+from services.common.placement import Placement, placement_command, usable_cpus
 from services.common.service_config import ServerConfig
 from services.supervise import RestartPolicy, Supervisor, describe_exit
 
@@ -280,18 +279,16 @@ class Mesh:
 
     def start_service(self, service: str) -> subprocess.Popen[bytes]:
         """Start one service process (not waiting for it), on the CPUs and at the niceness its config's
-        `placement` says (set in the child before exec: inherited by every thread it starts)."""
+        `placement` says (`taskset` / `nice` before the command: inherited by every thread it starts)."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_SECRET: MESH_SECRET}  # secrets: never on a command line
         if service in MODALITIES:
             env[ENV_ADMIN_SECRET] = MESH_ADMIN_SECRET
         env.update(self.extra_env)
         placement, usable = self.placement(service), usable_cpus()
-        place: Callable[[], None] | None = None
         if placement != Placement():
             log.info("%s runs on %s", service, placement.describe(usable))
-            place = functools.partial(apply_placement, placement, usable)
-        process = subprocess.Popen(self.command(service), cwd=ROOT, env=env, stdout=self.output, stderr=self.output,
-                                   start_new_session=self.own_sessions, preexec_fn=place)
+        process = subprocess.Popen([*placement_command(placement, usable), *self.command(service)], cwd=ROOT, env=env,
+                                   stdout=self.output, stderr=self.output, start_new_session=self.own_sessions)
         self.processes[service] = process
         return process
 

@@ -70,11 +70,22 @@ def usable_cpus() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def apply_placement(placement: Placement, usable: Sequence[int]) -> None:
-    """Pin the calling process to its CPUs and lower its priority (for a child, between fork and exec:
-    both are inherited across exec and by every thread the process starts later)."""
+def placement_command(placement: Placement, usable: Sequence[int]) -> list[str]:
+    """The command prefix that starts a child on its CPUs and at its niceness (`taskset`, `nice`: both are
+    inherited across exec and by every thread the process starts later); [] for the default placement.
+
+    A prefix rather than Python code run between fork and exec (`preexec_fn`): with other threads in the
+    parent (gRPC's, in the launcher and in the tests) a child could abort before exec.
+
+    Example::
+
+        >>> placement_command(Placement(cpus=(1,), nice=10), [0, 1])
+        ['taskset', '--cpu-list', '1', 'nice', '-n', '10']
+    """
+    prefix: list[str] = []
     cpus = placement.cpu_set(usable)
-    if cpus and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, cpus)
+    if cpus:
+        prefix += ["taskset", "--cpu-list", ",".join(str(cpu) for cpu in sorted(cpus))]
     if placement.nice:
-        os.nice(placement.nice)
+        prefix += ["nice", "-n", str(placement.nice)]
+    return prefix
