@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import RepositoryEntry
 from services.common.serving.onnx_session import SessionOptions
 from services.text.heads import Heads
@@ -134,11 +135,12 @@ class ZhSemanticHeads:
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """[len(texts), 7]: per category, the highest score among each text's windows."""
-        cut = [windows(text, self.windows) for text in texts]
-        flat = [w for parts in cut for w in parts]
+        out = np.zeros((len(texts), len(CATEGORIES)), np.float32)
+        if not texts:
+            return out
+        cut = [windows(text, self.windows) for text in texts]  # every text has at least one window
         owners = np.repeat(np.arange(len(texts)), [len(parts) for parts in cut])
-        per_window = self._heads.predict(self._encoder.embed(flat)) if flat else np.zeros((0, 7), np.float32)
-        out = np.zeros((len(texts), per_window.shape[1] if flat else 7), np.float32)
+        per_window = self._heads.predict(self._encoder.embed([w for parts in cut for w in parts]))
         np.maximum.at(out, owners, per_window)
         return out
 

@@ -41,7 +41,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -110,21 +110,22 @@ def code_digest(path: Path) -> str:
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode("utf-8")).hexdigest()
 
 
-def _digest(patterns: Sequence[str], root: Path) -> str:
+def _digest_of(files: Mapping[str, str]) -> str:
+    """One SHA-256 over a `file_digests` map (paths and their digests, in order)."""
     digest = hashlib.sha256()
-    for name, file_digest in file_digests(patterns, root).items():
+    for name, file_digest in files.items():
         digest.update(name.encode("utf-8") + b"\0" + file_digest.encode("ascii") + b"\n")
     return digest.hexdigest()
 
 
 def inputs_digest(root: Path = ROOT) -> str:
     """SHA-256 over the paths and contents of every `TRAINING_INPUTS` file."""
-    return _digest(TRAINING_INPUTS, root)
+    return _digest_of(file_digests(TRAINING_INPUTS, root))
 
 
 def feature_code_digest(root: Path = ROOT) -> str:
     """SHA-256 over the paths and contents of every `FEATURE_CODE` file."""
-    return _digest(FEATURE_CODE, root)
+    return _digest_of(file_digests(FEATURE_CODE, root))
 
 
 def read_manifest(artifacts: Path = ARTIFACTS) -> dict[str, Any]:
@@ -156,9 +157,10 @@ def export_artifacts(repository: Path, artifacts: Path = ARTIFACTS, *, seed: int
         models[name] = {"version": entry.version, "sha256": entry.sha256,
                         "files": {p.name: sha256_of(p) for p in sorted(target.iterdir())}}
     converted = {name: find_model(name, root=repository).sha256 for name in CONVERTED_MODELS}
-    manifest = {"inputs_sha256": inputs_digest(), "feature_code_sha256": feature_code_digest(), "seed": seed,
+    inputs = file_digests(TRAINING_INPUTS)
+    manifest = {"inputs_sha256": _digest_of(inputs), "feature_code_sha256": feature_code_digest(), "seed": seed,
                 "training_inputs": list(TRAINING_INPUTS), "feature_code": list(FEATURE_CODE),
-                "input_files": file_digests(TRAINING_INPUTS),
+                "input_files": inputs,
                 "converted_models": converted, "models": models,
                 "bytes": sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())}
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -257,9 +259,9 @@ def staleness(artifacts: Path = ARTIFACTS, root: Path = ROOT) -> Staleness:
     """Compare `models/MANIFEST.json`'s recorded digests with the checkout's files."""
     manifest = read_manifest(artifacts)
     recorded: dict[str, str] = manifest.get("input_files", {})
-    current = file_digests(TRAINING_INPUTS, root)
+    current = file_digests(TRAINING_INPUTS, root)  # hashed once: the changed files and the digest come from it
     changed = tuple(sorted(n for n in set(recorded) | set(current) if recorded.get(n) != current.get(n)))
-    return Staleness(manifest["inputs_sha256"] != inputs_digest(root),
+    return Staleness(manifest["inputs_sha256"] != _digest_of(current),
                      manifest["feature_code_sha256"] != feature_code_digest(root), changed)
 
 
