@@ -41,13 +41,13 @@ _SHINGLE = 4
 
 def load_split(lang: str, split: str, directory: Path = NATURAL_DIR) -> list[dict[str, Any]]:
     """The rows of `lang`'s `test_*.jsonl` files (split "test"), or the dev fold of its training files
-    (split "dev", as `train_zh_semantic.natural_rows` cuts it), or all training rows (split "train")."""
+    (split "dev", as `natural_corpus.natural_rows` cuts it), or all training rows (split "train")."""
     if split == "test":
         return [json.loads(line) for path in sorted((directory / lang).glob("test_*.jsonl"))
                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    from services.text.build.train_zh_semantic import natural_rows
+    from services.text.build.natural_corpus import natural_rows
 
-    return [r for r in natural_rows(directory / lang) if r["split"] == split]
+    return [r for r in natural_rows(lang, directory) if r["split"] == split]
 
 
 def _shingles(text: str) -> set[str]:

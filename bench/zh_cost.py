@@ -54,10 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repository", type=Path, default=DEFAULT_ROOT)
     args = parser.parse_args(argv)
-    from services.text.build.train_zh_semantic import natural_rows
+    from services.text.build.natural_corpus import natural_rows
     from services.text.multilingual import ZH_SEMANTIC_HEADS, MultilingualEncoder, ZhSemanticHeads
 
-    texts = [str(r["text"]) for r in natural_rows() if len(str(r["text"])) <= 60]
+    texts = [str(r["text"]) for r in natural_rows("zh") if len(str(r["text"])) <= 60]
     batches = [[texts[(i * args.batch + k) % len(texts)] for k in range(args.batch)] for i in range(args.rounds)]
     options = SessionOptions(intra_op_threads=args.threads)
     before = rss_mb()

