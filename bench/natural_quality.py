@@ -8,7 +8,7 @@ The text models run in process exactly as `bench.quality` runs them (default pol
 flagged when any category takes REVIEW or BLOCK). Reported as JSON per profile: harmful messages flagged
 (recall), benign messages flagged (false-positive rate) and hard negatives flagged, per category
 (recall and precision of that category firing), per functionality and per target (the share of its
-messages decided correctly: a harmful one flagged, a benign one not). Test rows that nearly duplicate a
+messages decided correctly: a harmful one flagged, a benign one not) and per length group. Test rows that nearly duplicate a
 training row (`near_duplicates`: Jaccard >= `NEAR_DUPLICATE` over character 4-grams) are left out and
 counted. The split's size, length distribution and distinct-bigram ratio (characters for Chinese, words
 for English) are reported with it.
@@ -32,7 +32,7 @@ from services.router.control.versions import compile_stored_policy
 from services.router.policy import Profile
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
 
-__all__ = ["NATURAL_DIR", "NEAR_DUPLICATE", "corpus_stats", "load_split", "near_duplicates", "report"]
+__all__ = ["NATURAL_DIR", "NEAR_DUPLICATE", "corpus_stats", "length_bucket", "load_split", "near_duplicates", "report"]
 
 NATURAL_DIR = Path(__file__).resolve().parents[1] / "services" / "text" / "data" / "corpus_natural"
 NEAR_DUPLICATE = 0.8
@@ -114,10 +114,12 @@ def report(rows: Sequence[Mapping[str, Any]], fired: Sequence[set[str]]) -> dict
                 "support": len(positives),
                 "recall": round(sum(1 for i in positives if category in fired[i]) / len(positives), 4) if positives else None,
                 "precision": round(sum(1 for i in firing if category in rows[i]["labels"]) / len(firing), 4) if firing else None}
-    groups: dict[str, dict[str, list[int]]] = {"functionality": defaultdict(list), "target": defaultdict(list)}
+    groups: dict[str, dict[str, list[int]]] = {"functionality": defaultdict(list), "target": defaultdict(list),
+                                               "length": defaultdict(list)}
     for i, row in enumerate(rows):
-        for key in groups:
+        for key in ("functionality", "target"):
             groups[key][str(row.get(key, "?"))].append(i)
+        groups["length"][length_bucket(len(str(row["text"])))].append(i)
     correct = {key: {name: {"rows": len(ix), "correct": round(sum(1 for i in ix if bool(fired[i]) == bool(rows[i]["labels"]))
                                                              / len(ix), 4)}
                      for name, ix in sorted(by.items())} for key, by in groups.items()}
@@ -125,7 +127,24 @@ def report(rows: Sequence[Mapping[str, Any]], fired: Sequence[set[str]]) -> dict
             "hard_negatives_flagged": share(hard, True),
             "accuracy": round(sum(1 for i in range(len(rows)) if bool(fired[i]) == bool(rows[i]["labels"])) / len(rows), 4)
             if rows else None,
-            "categories": categories, "by_functionality": correct["functionality"], "by_target": correct["target"]}
+            "categories": categories, "by_functionality": correct["functionality"], "by_target": correct["target"],
+            "by_length": {name: {**correct["length"][name], "harmful_flagged": share([i for i in ix if rows[i]["labels"]], True),
+                                 "benign_flagged": share([i for i in ix if not rows[i]["labels"]], True)}
+                          for name, ix in sorted(groups["length"].items())}}
+
+
+def length_bucket(characters: int) -> str:
+    """The length group of a text: "a <200", "b 200-599", "c 600-1499" or "d >=1500" characters.
+
+    Example::
+
+        >>> length_bucket(150), length_bucket(1500)
+        ('a <200', 'd >=1500')
+    """
+    for limit, name in ((200, "a <200"), (600, "b 200-599"), (1500, "c 600-1499")):
+        if characters < limit:
+            return name
+    return "d >=1500"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

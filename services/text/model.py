@@ -8,7 +8,8 @@ hits count and add rule hits (`services.text.context`); the two legacy classifie
 `spam_en`) and the URL/keyword signals become features (`services.text.features`); the TF-IDF
 vectoriser, the static token vectors distilled from the tuned MiniLM (`static_en`,
 `services.text.static_embedding`) and the calibrated heads (`text_heads_fast`, over [TF-IDF, static
-embedding, structured]) give the seven category scores. Every ONNX session runs once per batch.
+embedding, structured]) give the seven category scores. Every ONNX session runs once per batch. A text
+over 600 characters is read in windows, each scored like a short text (`services.text.windows`).
 
 The heads are English: their TF-IDF vocabulary and training rows are English, so on a text with
 CJK characters and no other letter they would score its structured features alone (noise: on the
@@ -57,6 +58,7 @@ from services.text.embedding import DIMENSION
 from services.text.heads import Heads, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
+from services.text.windows import windowed_infer
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores",
            "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features",
@@ -199,8 +201,14 @@ class TextModerationModel(TextPipelineShape):
         return FastScores(analyses, tfidf, scores, segmented, english)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""
-        result = self.score(decode_texts(inputs, max_batch_size=self.max_batch_size))
+        """Run one batch (see the module docstring; a long text is read in windows, `services.text.windows`).
+        Raises InvalidInputError for a malformed TEXT."""
+        texts = decode_texts(inputs, max_batch_size=self.max_batch_size)
+        return windowed_infer(texts, self.infer_texts, max_batch_size=self.max_batch_size)
+
+    def infer_texts(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Contract v2 outputs for decoded texts, each read whole."""
+        result = self.score(texts)
         fallbacks = self.sentence_fallbacks(result)
         return encode_outputs(result.analyses, result.scores, fallbacks)
 

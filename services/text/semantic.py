@@ -56,6 +56,7 @@ from services.text.heads import Heads
 from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
                                  encode_outputs, english_reads)
+from services.text.windows import windowed_infer
 from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads, without_untargeted
 
 __all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "LEXICAL_HEADS", "REPOSITORY_MODELS", "SEMANTIC_HEADS",
@@ -153,8 +154,13 @@ class TextSemanticModel(TextPipelineShape):
                              f"{expected}; run `make models`")
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run one batch (see the module docstring). Raises InvalidInputError for a malformed TEXT."""
+        """Run one batch (see the module docstring; a long text is read in windows, `services.text.windows`).
+        Raises InvalidInputError for a malformed TEXT."""
         texts = decode_texts(inputs, max_batch_size=self.max_batch_size)
+        return windowed_infer(texts, self.infer_texts, max_batch_size=self.max_batch_size)
+
+    def infer_texts(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Contract v2 outputs for decoded texts, each read whole."""
         fast = self.fast.score(texts)
         scores = fast.scores.astype(np.float32).copy()
         fallbacks: list[dict[int, tuple[int, int, str]]] = [{} for _ in texts]
