@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, default=DEFAULT_ROOT)
     args = parser.parse_args(argv)
     from services.text.build.natural_corpus import natural_rows
-    from services.text.multilingual import ZH_SEMANTIC_HEADS, MultilingualEncoder, ZhSemanticHeads
+    from services.text.multilingual import ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, MultilingualEncoder, ZhSemanticHeads
 
     texts = [str(r["text"]) for r in natural_rows("zh") if len(str(r["text"])) <= 60]
     batches = [[texts[(i * args.batch + k) % len(texts)] for k in range(args.batch)] for i in range(args.rounds)]
@@ -63,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     before = rss_mb()
     encoder = MultilingualEncoder(threads=args.threads)
     encoder.warm()
-    heads = ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=args.repository), options, encoder=encoder)
+    heads = ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=args.repository),
+                            find_model(ZH_CHARS_TFIDF, root=args.repository), options, encoder=encoder)
     heads.score(batches[0])
     after = rss_mb()
     from services.text.model import TextModerationModel

@@ -48,7 +48,7 @@ from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.flags import with_flags
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.text_match.scripts import blank_han, has_cjk, latin_words
-from services.text.multilingual import ZH_SEMANTIC_HEADS, ZhSemanticHeads
+from services.text.multilingual import ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, ZhSemanticHeads
 from services.text.classifier import TextClassifier
 from services.text.context import ContextEngine, sentence_spans
 from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
@@ -73,7 +73,8 @@ SPAM_MODEL = "spam_en"
 TFIDF_MODEL = "tfidf_en"
 FAST_HEADS = "text_heads_fast"
 #: The model-repository entries `TextModerationModel` opens (a repository copy must hold all of them).
-REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, ZH_SEMANTIC_HEADS)
+REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, ZH_CHARS_TFIDF,
+                                      ZH_SEMANTIC_HEADS)
 _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
                  "youareanidiot")
 
@@ -155,7 +156,8 @@ class TextModerationModel(TextPipelineShape):
         self._tfidf = TfidfVectorizerModel(find_model(TFIDF_MODEL, root=root), session_options)
         self._static = StaticEmbedder(find_model(STATIC_MODEL, root=root), session_options)
         self._heads = Heads(find_model(FAST_HEADS, root=root), session_options)
-        self._zh_semantic = ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=root), session_options)
+        self._zh_semantic = ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=root), find_model(ZH_CHARS_TFIDF, root=root),
+                                            session_options)
         self._lexicon_path = DEFAULT_LEXICON_PATH if lexicon is None else None
         self._lexicon = Lexicon.load(DEFAULT_LEXICON_PATH) if lexicon is None else lexicon
         self._rules = load_context_rules()
@@ -245,7 +247,7 @@ class TextModerationModel(TextPipelineShape):
     def model_files(self) -> Sequence[ModelFile]:
         """The ONNX files plus pseudo entries for the lexicon and the context-rule and spam-signal data."""
         files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._static.entry,
-                                          self._heads.entry, self._zh_semantic.entry)]
+                                          self._heads.entry, self._zh_semantic.chars, self._zh_semantic.entry)]
         return files + data_files(self._lexicon, self._lexicon_path)
 
     def _legacy(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

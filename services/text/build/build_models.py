@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         entries.append(build_spam(args.repository))
         entries += build_text_heads(args.repository, seed=args.seed)
         entries += build_zh_ngram_heads(args.repository, seed=args.seed)
-        entries.append(build_zh_semantic_heads(args.repository, seed=args.seed))
+        entries += build_zh_semantic_heads(args.repository, seed=args.seed)
         manifest = export_artifacts(args.repository, args.artifacts, seed=args.seed)
         print(f"exported {len(manifest['models'])} trained models to {args.artifacts} "
               f"({manifest['bytes'] / 1e6:.1f} MB, inputs {manifest['inputs_sha256'][:12]})", file=sys.stderr)

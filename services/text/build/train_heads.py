@@ -298,12 +298,13 @@ def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryE
 
 def install_tfidf(repository: Path, texts: list[str], seed: int, *, name: str, ngram_range: tuple[int, int],
                   token_pattern: str | None, lowercase: bool, preprocessing: str, license: str,
-                  excluded_tokens: frozenset[str] = frozenset()) -> RepositoryEntry:
+                  excluded_tokens: frozenset[str] = frozenset(), max_features: int | None = None) -> RepositoryEntry:
     r"""Fit a TF-IDF vectoriser (plain term counts, `TFIDF_MIN_DF`) on `texts`, export it with skl2onnx and
     install it as `name` version 1 with its vocabulary; fails when the export disagrees with scikit-learn.
     `token_pattern` None: English words (`onnx_export.TOKEN_PATTERN`); r"\S" reads every character
     that is not a space as a token, so `ngram_range` counts character n-grams. A term with a token in
-    `excluded_tokens` is dropped from the vocabulary (the vectoriser is refitted on the rest)."""
+    `excluded_tokens` is dropped from the vocabulary (the vectoriser is refitted on the rest); `max_features`
+    keeps the most frequent terms only."""
     import onnx
     from skl2onnx import convert_sklearn
     from skl2onnx.common.data_types import StringTensorType
@@ -315,7 +316,8 @@ def install_tfidf(repository: Path, texts: list[str], seed: int, *, name: str, n
     pattern = TOKEN_PATTERN if token_pattern is None else token_pattern
     # Plain term counts: skl2onnx's TfIdfVectorizer does not implement sublinear_tf.
     options: dict[str, Any] = {} if token_pattern is None else {"token_pattern": token_pattern}
-    vectorizer = TfidfVectorizer(ngram_range=ngram_range, min_df=TFIDF_MIN_DF, lowercase=lowercase, **options).fit(texts)
+    vectorizer = TfidfVectorizer(ngram_range=ngram_range, min_df=TFIDF_MIN_DF, lowercase=lowercase,
+                                 max_features=max_features, **options).fit(texts)
     if excluded_tokens:
         kept = [term for term in sorted(vectorizer.vocabulary_) if not excluded_tokens.intersection(term.split(" "))]
         vectorizer = TfidfVectorizer(ngram_range=ngram_range, vocabulary=kept, lowercase=lowercase, **options).fit(texts)
@@ -335,7 +337,8 @@ def install_tfidf(repository: Path, texts: list[str], seed: int, *, name: str, n
                               license=license,
                               extra={"vocabulary_file": "vocabulary.json", "vocabulary_size": len(vocabulary),
                                      "features": f"TfidfVectorizer(ngram_range={ngram_range}, min_df={TFIDF_MIN_DF}, "
-                                                 f"token_pattern={pattern!r}, lowercase={lowercase})",
+                                                 f"token_pattern={pattern!r}, lowercase={lowercase}, "
+                                                 f"max_features={max_features})",
                                      "preprocessing": preprocessing, "seed": seed,
                                      "excluded_tokens": sorted(excluded_tokens)})
     (entry.path.parent / "vocabulary.json").write_text(json.dumps(vocabulary, ensure_ascii=False) + "\n",

@@ -1,10 +1,14 @@
-"""Train and install the Chinese semantic heads (`text_heads_zh_semantic`; services/text/multilingual.py).
+"""Train and install the Chinese semantic heads (`tfidf_zh_chars`, `text_heads_zh_semantic`; services/text/multilingual.py).
 
 Data (project-written, Apache-2.0): the naturalistic Chinese corpus's training files
 (`services/text/data/corpus_natural/zh/train_*.jsonl`: messages written one by one as real users write
 them) and the template corpus's train split (`services/text/data/corpus/zh.jsonl`). Texts are analysed
 exactly as served (normalised, evasions restored, segmented: the fast model's CheapAnalyzer) and read by
-the multilingual encoder (a training row whole, up to `TRAIN_CHARS`; serving reads windows).
+the multilingual encoder (a training row whole, up to `TRAIN_CHARS`; serving reads windows), beside a
+TF-IDF of its character 1-3 grams (`tfidf_zh_chars`: plain counts, min_df 2, the `MAX_CHAR_TERMS` most
+frequent terms of the training part). Measured on the naturalistic dev fold (session 37, 8,040 rows,
+C 3): average precision of "any category" 0.844 from the encoder alone, 0.936 with the n-grams (hate
+0.81 -> 0.94, harassment 0.62 -> 0.81, violence 0.62 -> 0.85); 20,000 terms did as well as all 96,081.
 
 Splits: the template corpus's dev split and the naturalistic files' dev fold (`natural_corpus.DEV_FRACTION`, by row
 id hash, so adding rows keeps old rows where they were) choose C, calibrate (Platt) and choose each
@@ -31,12 +35,14 @@ import numpy as np
 
 from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import RepositoryEntry, install_model
+from services.common.serving.onnx_session import SessionOptions
 from services.text.build.natural_corpus import natural_rows
-from services.text.build.train_heads import heads_onnx, text_analyzer
-from services.text.multilingual import DIMENSION, ENCODER, ZH_SEMANTIC_HEADS, MultilingualEncoder, WindowConfig, \
+from services.text.build.train_heads import heads_onnx, install_tfidf, text_analyzer
+from services.text.heads import TfidfVectorizerModel
+from services.text.multilingual import DIMENSION, ENCODER, ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, MultilingualEncoder, WindowConfig, \
     windows
 
-__all__ = ["C_GRID", "MAX_DEV_FPR", "SKIPPED", "build_zh_semantic_heads", "choose_threshold"]
+__all__ = ["C_GRID", "MAX_CHAR_TERMS", "MAX_DEV_FPR", "SKIPPED", "build_zh_semantic_heads", "choose_threshold"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TEMPLATE_CORPUS = DATA / "corpus" / "zh.jsonl"
@@ -44,6 +50,7 @@ C_GRID = (0.3, 1.0, 3.0, 10.0)
 #: The most a head may fire on dev rows outside its category.
 MAX_DEV_FPR = 0.01
 OFF_BIAS = -20.0
+MAX_CHAR_TERMS = 20000
 #: A training row is read whole up to this many characters (most messages are short); serving reads a
 #: text in windows (`multilingual.WindowConfig`) so that a harmful sentence is not diluted by the rest.
 TRAIN_CHARS = 256
@@ -77,20 +84,28 @@ def choose_threshold(scores: np.ndarray, positive: np.ndarray, max_fpr: float = 
     return None
 
 
-def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> RepositoryEntry:
-    """Fit and install `text_heads_zh_semantic` (see the module docstring)."""
+def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> list[RepositoryEntry]:
+    """Fit and install `tfidf_zh_chars` and `text_heads_zh_semantic` (see the module docstring)."""
     import onnx
+    import scipy.sparse as sparse
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import average_precision_score
 
     rows = natural_rows("zh") + _template_rows()
     analyzer = text_analyzer(repository)
-    texts = [a.segmented.text for a in analyzer.analyse_all([str(r["text"]) for r in rows])]
+    texts = [a.segmented.text[:TRAIN_CHARS] for a in analyzer.analyse_all([str(r["text"]) for r in rows])]
     config = WindowConfig()
-    x = MultilingualEncoder(threads=2).embed([t[:TRAIN_CHARS] for t in texts]).astype(np.float64)
     labels = np.array([[c in r["labels"] for c in CATEGORIES] for r in rows])
     train = np.array([r["split"] == "train" for r in rows])
-    weights = np.zeros((DIMENSION, len(CATEGORIES)), np.float32)
+    chars_entry = install_tfidf(repository, [t for t, keep in zip(texts, train) if keep], seed, name=ZH_CHARS_TFIDF,
+                                ngram_range=(1, 3), token_pattern=r"\S", lowercase=False,
+                                preprocessing="normalize+segment (CheapAnalyzer)", license=LICENSE,
+                                max_features=MAX_CHAR_TERMS)
+    chars = TfidfVectorizerModel(chars_entry, SessionOptions(intra_op_threads=2)).transform(texts)
+    embedded = MultilingualEncoder(threads=2).embed(texts)
+    x = sparse.hstack([sparse.csr_matrix(embedded), sparse.csr_matrix(chars)]).tocsr().astype(np.float64)
+    width = x.shape[1]
+    weights = np.zeros((width, len(CATEGORIES)), np.float32)
     bias = np.full(len(CATEGORIES), OFF_BIAS, np.float32)
     report: dict[str, Any] = {}
     for k, category in enumerate(CATEGORIES):
@@ -101,7 +116,8 @@ def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> RepositoryEnt
         if not y_train.any() or not y_dev.any():
             report[category] = {"off": "no positive row"}
             continue
-        fitted = [(LogisticRegression(C=c, max_iter=3000, random_state=seed).fit(x[train], y_train), c) for c in C_GRID]
+        fitted = [(LogisticRegression(C=c, max_iter=3000, random_state=seed, solver="liblinear").fit(x[train], y_train), c)
+                  for c in C_GRID]
         scored = [(average_precision_score(y_dev, m.decision_function(x[~train])), m, c) for m, c in fitted]
         dev_ap, model, c = max(scored, key=lambda item: (item[0], -item[2]))
         raw = model.decision_function(x[~train])
@@ -123,7 +139,7 @@ def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> RepositoryEnt
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         onnx.save(heads_onnx(weights, bias, ZH_SEMANTIC_HEADS), str(path))
-        return install_model(repository, ZH_SEMANTIC_HEADS, "1", path,
+        heads_entry = install_model(repository, ZH_SEMANTIC_HEADS, "1", path,
                              source="trained by auditmesh: services/text/build/train_zh_semantic.py",
                              license=LICENSE,
                              extra={"categories": list(CATEGORIES), "encoder": ENCODER, "dimension": DIMENSION,
@@ -133,7 +149,8 @@ def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> RepositoryEnt
                                                   "Platt on dev, threshold by dev false-positive rate",
                                     "max_dev_fpr": MAX_DEV_FPR, "seed": seed, "dev": report,
                                     "training_rows": int(train.sum()), "dev_rows": int((~train).sum()),
-                                    "sources": sources})
+                                    "feature_layout": [ENCODER, ZH_CHARS_TFIDF], "sources": sources})
+    return [chars_entry, heads_entry]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,8 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, default=Path("model_repository"))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    entry = build_zh_semantic_heads(args.repository, seed=args.seed)
-    print(f"installed {entry.name}/{entry.version} sha256 {entry.sha256[:16]}", file=sys.stderr)
+    for entry in build_zh_semantic_heads(args.repository, seed=args.seed):
+        print(f"installed {entry.name}/{entry.version} sha256 {entry.sha256[:16]}", file=sys.stderr)
     return 0
 
 

@@ -10,7 +10,7 @@ import pytest
 from services.common.contracts.text import CATEGORIES
 from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
-from services.text.multilingual import DIMENSION, ENCODER, ZH_SEMANTIC_HEADS, MultilingualEncoder, WindowConfig, \
+from services.text.multilingual import DIMENSION, ENCODER, ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, MultilingualEncoder, WindowConfig, \
     ZhSemanticHeads, windows
 
 
@@ -49,7 +49,8 @@ def test_encoder_gives_unit_vectors_and_reads_chinese_by_meaning(encoder: Multil
 
 @pytest.fixture(scope="module")
 def heads(repository_root: Path, encoder: MultilingualEncoder) -> ZhSemanticHeads:
-    return ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=repository_root), SessionOptions(), encoder=encoder)
+    return ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=repository_root),
+                           find_model(ZH_CHARS_TFIDF, root=repository_root), SessionOptions(), encoder=encoder)
 
 
 def test_heads_refuse_a_model_trained_on_another_encoder(repository_root: Path, encoder: MultilingualEncoder) -> None:
@@ -58,7 +59,7 @@ def test_heads_refuse_a_model_trained_on_another_encoder(repository_root: Path, 
                             {**entry.extra, "encoder": "some-other-encoder==1"})
     assert entry.extra["encoder"] == ENCODER
     with pytest.raises(ValueError, match="run `make train`"):
-        ZhSemanticHeads(other, SessionOptions(), encoder=encoder)
+        ZhSemanticHeads(other, find_model(ZH_CHARS_TFIDF, root=repository_root), SessionOptions(), encoder=encoder)
 
 
 def test_a_harmful_sentence_scores_the_same_alone_and_inside_a_long_benign_post(heads: ZhSemanticHeads) -> None:
