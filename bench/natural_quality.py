@@ -32,7 +32,7 @@ from services.router.control.versions import compile_stored_policy
 from services.router.policy import Profile
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
 
-__all__ = ["NATURAL_DIR", "NEAR_DUPLICATE", "corpus_stats", "length_bucket", "load_split", "near_duplicates", "report"]
+__all__ = ["NATURAL_DIR", "NEAR_DUPLICATE", "corpus_stats", "decide", "length_bucket", "load_split", "near_duplicates", "report"]
 
 NATURAL_DIR = Path(__file__).resolve().parents[1] / "services" / "text" / "data" / "corpus_natural"
 NEAR_DUPLICATE = 0.8
@@ -147,6 +147,18 @@ def length_bucket(characters: int) -> str:
     return "d >=1500"
 
 
+def decide(rows: Sequence[Mapping[str, Any]], profiles: Sequence[Profile], models: Mapping[str, Any],
+           policy: Any) -> dict[str, dict[str, Any]]:
+    """`report` per profile for `rows` under `policy` (the fast model scores every row once)."""
+    texts = [str(r["text"]) for r in rows]
+    fast = score(models[FAST_MODEL], texts)
+    results: dict[str, dict[str, Any]] = {}
+    for profile in profiles:
+        scored, _, _ = profile_rows(profile, texts, models, policy, fast)
+        results[profile] = report(rows, [set(fired_categories(policy, t, r)) for t, r in zip(texts, scored)])
+    return results
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.natural_quality", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,12 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy = compile_stored_policy(DEFAULT_POLICY.read_text(encoding="utf-8"), str(DEFAULT_POLICY))
     profiles: list[Profile] = list(dict.fromkeys(args.profile or ("fast", "balanced")))
     models = {name: load_model(name, args.repository) for name in (FAST_MODEL, SEMANTIC_MODEL)}
-    texts = [str(r["text"]) for r in kept]
-    fast = score(models[FAST_MODEL], texts)
-    results = {}
-    for profile in profiles:
-        scored, _, _ = profile_rows(profile, texts, models, policy, fast)
-        results[profile] = report(kept, [set(fired_categories(policy, t, r)) for t, r in zip(texts, scored)])
+    results = decide(kept, profiles, models, policy)
     out = {"command": " ".join(["python -m bench.natural_quality", *(argv if argv is not None else sys.argv[1:])]),
            "lang": args.lang, "split": args.split, "policy": f"{policy.name}@{policy.version}",
            "near_duplicates_left_out": len(dropped), "corpus": corpus_stats(kept, words=args.lang == "en"),

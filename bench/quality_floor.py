@@ -11,7 +11,8 @@ number on purpose, or raises it, rewrite the baseline and say why in the commit:
 What is measured (in process, as `bench.quality` does, default policy): for `DEV_PROFILES`, macro F1
 and hard-negative false-positive rate per language on the corpus dev split; for `PROFILES`, on the
 held-out probe sets (`HELD_OUT_PROBES`: lines no rule or head was tuned on) the share of harmful lines flagged
-and of benign lines flagged. The test split is never read here.
+and of benign lines flagged; for `DEV_PROFILES`, the same two shares on the naturalistic corpus's dev fold
+per language (`bench.natural_quality`). No test split is read here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from bench.natural_quality import decide, load_split
 from bench.probes import run_probe
 from bench.quality import DEFAULT_POLICY, run
 from bench.text_models import load_model
@@ -51,7 +53,8 @@ HIGHER_IS_BETTER = {"macro_f1": True, "hard_negative_fpr": False, "harmful_flagg
 
 
 def measure(repository: Path = DEFAULT_ROOT, policy_path: Path = DEFAULT_POLICY) -> dict[str, Any]:
-    """{"dev": {profile: {lang: {macro_f1, hard_negative_fpr}}}, "probes": {profile: {file: {...}}}}."""
+    """{"dev": {profile: {lang: {macro_f1, hard_negative_fpr}}}, "probes": {profile: {file: {...}}},
+    "natural": {profile: {lang: {harmful_flagged, benign_flagged}}}}."""
     policy = compile_stored_policy(policy_path.read_text(encoding="utf-8"), str(policy_path))
     dev = run(list(LANGS), "dev", policy, repository, list(DEV_PROFILES), resamples=0)
     models = {name: load_model(name, repository) for name in (FAST_MODEL, SEMANTIC_MODEL)}
@@ -64,17 +67,22 @@ def measure(repository: Path = DEFAULT_ROOT, policy_path: Path = DEFAULT_POLICY)
             probes[profile][name] = {
                 "harmful_flagged": round(found["harmful_flagged"] / found["harmful"], 4) if found["harmful"] else None,
                 "benign_flagged": round(found["benign_flagged"] / found["benign"], 4) if found["benign"] else None}
-    return {"dev": {profile: {lang: {"macro_f1": dev[profile]["by_lang"][lang]["macro_f1"],
-                                     "hard_negative_fpr": dev[profile]["by_lang"][lang]["hard_negatives"]["fpr"]}
-                              for lang in LANGS} for profile in DEV_PROFILES},
-            "probes": probes}
+    natural: dict[str, dict[str, Any]] = {profile: {} for profile in DEV_PROFILES}
+    for lang in LANGS:
+        decided = decide(load_split(lang, "dev"), DEV_PROFILES, models, policy)
+        for profile in DEV_PROFILES:
+            natural[profile][lang] = {key: decided[profile][key] for key in ("harmful_flagged", "benign_flagged")}
+    corpus_dev = {profile: {lang: {"macro_f1": dev[profile]["by_lang"][lang]["macro_f1"],
+                                   "hard_negative_fpr": dev[profile]["by_lang"][lang]["hard_negatives"]["fpr"]}
+                            for lang in LANGS} for profile in DEV_PROFILES}
+    return {"dev": corpus_dev, "probes": probes, "natural": natural}
 
 
 def compare(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """One line per number worse than the baseline by more than its margin (empty: the floor holds)."""
     worse: list[str] = []
-    for section in ("dev", "probes"):
-        for profile, groups in baseline[section].items():
+    for section in ("dev", "probes", "natural"):
+        for profile, groups in baseline.get(section, {}).items():
             for group, metrics in groups.items():
                 for metric, before in metrics.items():
                     now = current[section].get(profile, {}).get(group, {}).get(metric)

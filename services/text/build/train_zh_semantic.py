@@ -6,7 +6,7 @@ them) and the template corpus's train split (`services/text/data/corpus/zh.jsonl
 exactly as served (normalised, evasions restored, segmented: the fast model's CheapAnalyzer) and read by
 the multilingual encoder (a training row whole, up to `TRAIN_CHARS`; serving reads windows), beside a
 TF-IDF of its character 1-3 grams (`tfidf_zh_chars`: plain counts, min_df 2, the `MAX_CHAR_TERMS` most
-frequent terms of the training part). Measured on the naturalistic dev fold (session 37, 8,040 rows,
+frequent terms of the training part). Measured on the naturalistic dev fold (session 37, the round-3 files,
 C 3): average precision of "any category" 0.844 from the encoder alone, 0.936 with the n-grams (hate
 0.81 -> 0.94, harassment 0.62 -> 0.81, violence 0.62 -> 0.85); 20,000 terms did as well as all 96,081.
 
