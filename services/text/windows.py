@@ -110,9 +110,12 @@ class WindowPlan:
     offsets: tuple[int, ...]
     count: int
 
-    def windows_of(self, index: int) -> list[int]:
-        """The window rows of text `index`."""
-        return [row for row, owner in enumerate(self.owners) if owner == index]
+    def rows_per_text(self) -> list[list[int]]:
+        """The window rows of each text, in text order (one pass over `owners`)."""
+        rows: list[list[int]] = [[] for _ in range(self.count)]
+        for row, owner in enumerate(self.owners):
+            rows[owner].append(row)
+        return rows
 
 
 def plan(texts: Sequence[str], config: WindowConfig = DEFAULT_WINDOWS) -> WindowPlan:
@@ -149,7 +152,7 @@ def length_adjusted(score: float, windows: int, per_window_logit: float) -> floa
 def merge(window_plan: WindowPlan, outputs: dict[str, np.ndarray], per_window_logit: float = 0.5) -> dict[str, np.ndarray]:
     """Contract v2 outputs per text from the outputs per window (see the module docstring); each category's
     deciding score is `length_adjusted` by the text's window count."""
-    rows = [window_plan.windows_of(index) for index in range(window_plan.count)]
+    rows = window_plan.rows_per_text()
     if all(len(r) == 1 for r in rows):  # nothing was cut: the windows are the texts
         return outputs
     merged: dict[str, np.ndarray] = {}
