@@ -56,10 +56,10 @@ from services.text.heads import Heads
 from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
                                  encode_outputs, english_reads)
-from services.text.windows import windowed_infer
+from services.text.windows import screened_infer
 from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads, without_untargeted
 
-__all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "LEXICAL_HEADS", "REPOSITORY_MODELS", "SEMANTIC_HEADS",
+__all__ = ["CORROBORATION_FLOOR", "EMBEDDING_MODEL", "LEXICAL_HEADS", "REPOSITORY_MODELS", "SEMANTIC_HEADS", "SEMANTIC_MAX_WINDOWS",
            "TextSemanticModel", "UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "blank_han", "chinese_term",
            "corroborated", "english_reads", "logits"]
 
@@ -74,6 +74,11 @@ _CLIP = 1e-6
 #: best dev macro F1; corpus en 1.4.0, template-weighted training: floor 0 -> 0.2 moves dev macro F1
 #: 0.883 -> 0.896 and hard-negative FPR 14.3 % -> 11.8 %). The test split is only reported.
 CORROBORATION_FLOOR = 0.2
+#: MiniLM reads at most this many windows of one long text: the fast model reads all of them and MiniLM
+#: re-reads the most suspicious ones (`windows.screened_infer`). Every text up to 8 windows (about 3,200
+#: characters; every naturalistic test text) is read by MiniLM whole; a 20,000-character text costs
+#: MiniLM 8 windows, not 50 (bench/long_text_cost.py).
+SEMANTIC_MAX_WINDOWS = 8
 #: hits of these categories at this severity (the lexicon's top tier: slurs, child-exploitation terms)
 #: never drop out; below the floor they may at most REVIEW (`corroborated`). Threats are not among them:
 #: "I will kill you" at chess is the model's to judge.
@@ -157,7 +162,8 @@ class TextSemanticModel(TextPipelineShape):
         """Run one batch (see the module docstring; a long text is read in windows, `services.text.windows`).
         Raises InvalidInputError for a malformed TEXT."""
         texts = decode_texts(inputs, max_batch_size=self.max_batch_size)
-        return windowed_infer(texts, self.infer_texts, max_batch_size=self.max_batch_size)
+        return screened_infer(texts, self.infer_texts, self.fast.infer_texts, max_batch_size=self.max_batch_size,
+                              max_windows=SEMANTIC_MAX_WINDOWS)
 
     def infer_texts(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """Contract v2 outputs for decoded texts, each read whole."""

@@ -14,7 +14,9 @@ Offsets are shifted back into the text as sent.
 
 Everything here is plain Python over the contract's tensors; `windowed_infer` wraps a model's batch
 function. The number of windows is bounded by the router's `limits.max_text_chars` (20,000 characters:
-at most 50 windows of 400).
+at most 50 windows of 400). An expensive model bounds its own cost per text with `screened_infer`: a
+cheaper model reads every window and the expensive one only the most suspicious few (text_semantic:
+MiniLM reads at most 8 windows of a text, `semantic.SEMANTIC_MAX_WINDOWS`).
 
 Example::
 
@@ -34,7 +36,8 @@ import numpy as np
 
 from services.common.contracts import text as contract
 
-__all__ = ["DEFAULT_WINDOWS", "WindowConfig", "WindowPlan", "cut", "length_adjusted", "merge", "plan", "windowed_infer"]
+__all__ = ["DEFAULT_WINDOWS", "WindowConfig", "WindowPlan", "cut", "length_adjusted", "merge", "plan", "screened_infer",
+           "suspicion", "windowed_infer"]
 
 _SENTENCE_END = re.compile(r"[.!?;。！？；…\n]+[\"'”’)）\]]*\s*")
 _SPACE = re.compile(r"\s+")
@@ -189,14 +192,75 @@ def _shifted(record: dict[str, object], offset: int) -> dict[str, object]:
     return {**record, "start": int(record["start"]) + offset, "end": int(record["end"]) + offset}  # type: ignore[call-overload]
 
 
-def windowed_infer(texts: Sequence[str], infer_texts: Callable[[list[str]], dict[str, np.ndarray]], *,
-                   max_batch_size: int, config: WindowConfig = DEFAULT_WINDOWS) -> dict[str, np.ndarray]:
+InferTexts = Callable[[list[str]], dict[str, np.ndarray]]
+
+
+def windowed_infer(texts: Sequence[str], infer_texts: InferTexts, *, max_batch_size: int,
+                   config: WindowConfig = DEFAULT_WINDOWS) -> dict[str, np.ndarray]:
     """Contract v2 outputs for `texts`: `infer_texts` (a model's batch function over decoded texts) runs
     on their windows in batches of at most `max_batch_size`, and `merge` folds the windows back."""
     window_plan = plan(texts, config)
-    parts = [infer_texts(list(window_plan.texts[start:start + max_batch_size]))
-             for start in range(0, max(len(window_plan.texts), 1), max_batch_size)]
+    return merge(window_plan, _batched(infer_texts, list(window_plan.texts), max_batch_size), config.per_window_logit)
+
+
+def screened_infer(texts: Sequence[str], infer_texts: InferTexts, screen: InferTexts, *, max_batch_size: int,
+                   max_windows: int, config: WindowConfig = DEFAULT_WINDOWS) -> dict[str, np.ndarray]:
+    """`windowed_infer` with a bound on the expensive reading: a text of more than `max_windows` windows has
+    every window read by `screen` (a cheaper model's batch function with the same outputs), and only its
+    `max_windows` most suspicious windows (`suspicion`: any lexicon or rule hit first, then the highest
+    category score) are read by `infer_texts`; its other windows keep the screen's outputs, so every
+    window is still read and the merge is the same. A text of at most `max_windows` windows is read by
+    `infer_texts` only. The expensive model's cost per text is bounded by `max_windows` windows, whatever
+    its length (what a flood of maximum-length texts can cost the others).
+
+    Raises ValueError for a `max_windows` below 1."""
+    if max_windows < 1:
+        raise ValueError(f"max_windows: {max_windows} is below 1")
+    window_plan = plan(texts, config)
+    per_text = window_plan.rows_per_text()
+    screened_rows = [row for rows in per_text if len(rows) > max_windows for row in rows]
+    if not screened_rows:
+        return merge(window_plan, _batched(infer_texts, list(window_plan.texts), max_batch_size), config.per_window_logit)
+    screened = _batched(screen, [window_plan.texts[row] for row in screened_rows], max_batch_size)
+    position = {row: k for k, row in enumerate(screened_rows)}
+    rank = suspicion(screened)
+    chosen = {row for rows in per_text if len(rows) <= max_windows for row in rows}
+    for rows in per_text:
+        if len(rows) > max_windows:
+            chosen.update(sorted(rows, key=lambda row: (-rank[position[row]], row))[:max_windows])
+    read = sorted(chosen)
+    expensive = _batched(infer_texts, [window_plan.texts[row] for row in read], max_batch_size)
+    combined: dict[str, np.ndarray] = {}
+    for name, values in expensive.items():
+        column = np.empty((len(window_plan.texts),) + values.shape[1:], dtype=values.dtype)
+        column[read] = values
+        kept = [row for row in screened_rows if row not in chosen]
+        if kept:
+            column[kept] = np.asarray(screened[name], dtype=values.dtype)[[position[row] for row in kept]]
+        combined[name] = column
+    return merge(window_plan, combined, config.per_window_logit)
+
+
+def suspicion(outputs: dict[str, np.ndarray]) -> list[float]:
+    """How suspicious each row of a batch's outputs is: its highest category score, plus 1 when it has a
+    lexicon or rule hit (so a window with a hit ranks above every window without one).
+
+    Example::
+
+        >>> out = {name: np.zeros((2, 1), np.float32) for name in contract.SCORE_OUTPUTS}
+        >>> out["SPAM"][1, 0] = 0.25
+        >>> out[contract.MATCHES] = np.array([[b'[{"category": "hate"}]'], [b"[]"]], dtype=object)
+        >>> suspicion(out)
+        [1.0, 0.25]
+    """
+    scores = np.hstack([np.asarray(outputs[name], dtype=np.float32).reshape(-1, 1) for name in contract.SCORE_OUTPUTS])
+    hits = [bytes(value).strip() not in (b"", b"[]") for value in np.asarray(outputs[contract.MATCHES]).reshape(-1)]
+    return [float(scores[row].max()) + (1.0 if hit else 0.0) for row, hit in enumerate(hits)]
+
+
+def _batched(infer_texts: InferTexts, texts: list[str], max_batch_size: int) -> dict[str, np.ndarray]:
+    """`infer_texts` over `texts` in batches of at most `max_batch_size`, the outputs joined in order."""
+    parts = [infer_texts(texts[start:start + max_batch_size]) for start in range(0, max(len(texts), 1), max_batch_size)]
     if len(parts) == 1:
-        return merge(window_plan, parts[0], config.per_window_logit)
-    joined = {name: np.concatenate([part[name] for part in parts], axis=0) for name in parts[0]}
-    return merge(window_plan, joined, config.per_window_logit)
+        return parts[0]
+    return {name: np.concatenate([part[name] for part in parts], axis=0) for name in parts[0]}

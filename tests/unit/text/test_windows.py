@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from services.common.contracts import text as contract
 from services.text.model import TextModerationModel
 from services.text.semantic import TextSemanticModel
-from services.text.windows import WindowConfig, cut, length_adjusted, merge, plan, windowed_infer
+from services.text.semantic import SEMANTIC_MAX_WINDOWS
+from services.text.windows import WindowConfig, cut, length_adjusted, merge, plan, screened_infer, windowed_infer
 
 SMALL = WindowConfig(min_chars=100, window_chars=60)
 BENIGN = ("We spent the weekend repainting the kitchen and the hallway. The blue came out lighter than the "
@@ -93,6 +95,47 @@ def test_windowed_infer_batches_windows_within_the_limit() -> None:
     assert out[contract.TARGET].shape == (2, 1)
 
 
+def _by_letter(scores: dict[str, float], calls: list[list[str]]) -> Callable[[list[str]], dict[str, np.ndarray]]:
+    """A model whose violence score for a window is `scores` of its first letter (0 when absent)."""
+    def infer(texts: list[str]) -> dict[str, np.ndarray]:
+        calls.append(list(texts))
+        return _outputs([scores.get(t[:1], 0.0) for t in texts], [[] for _ in texts], [[] for _ in texts],
+                        [0.0] * len(texts))
+    return infer
+
+
+def test_screened_infer_reads_only_the_most_suspicious_windows_of_a_long_text_with_the_expensive_model() -> None:
+    long_text = "a" * 60 + "b" * 60 + "c" * 60 + "d" * 60 + "e" * 60  # five windows of SMALL
+    cheap: list[list[str]] = []
+    expensive: list[list[str]] = []
+    out = screened_infer([long_text, "short"], _by_letter({"a": 0.9, "b": 0.1, "c": 0.2, "d": 0.7}, expensive),
+                         _by_letter({"a": 0.1, "c": 0.8, "d": 0.3, "e": 0.05}, cheap), max_batch_size=4,
+                         max_windows=2, config=SMALL)
+    assert sorted(t[0] for batch in cheap for t in batch) == ["a", "b", "c", "d", "e"]  # the screen reads all
+    assert sorted(t[0] for batch in expensive for t in batch) == ["c", "d", "s"]  # two of five, and the short text
+    # windows c and d were re-read (0.2 and 0.7), a, b and e keep the screen's 0.1, 0.0 and 0.05: the max is d's
+    assert _violence(out)[0] == pytest.approx(length_adjusted(0.7, 5, SMALL.per_window_logit))
+    with pytest.raises(ValueError, match="max_windows"):
+        screened_infer(["x"], _by_letter({}, []), _by_letter({}, []), max_batch_size=4, max_windows=0)
+
+
+def test_screened_infer_ranks_a_window_with_a_hit_first_and_leaves_short_texts_to_the_expensive_model() -> None:
+    calls: list[list[str]] = []
+
+    def screen(texts: list[str]) -> dict[str, np.ndarray]:
+        hit = {"category": "hate", "term": "x", "severity": 3, "start": 0, "end": 1, "text": "x", "source": "rule:x"}
+        return _outputs([0.4 if t.startswith("a") else 0.0 for t in texts],
+                        [[hit] if t.startswith("b") else [] for t in texts], [[] for _ in texts], [0.0] * len(texts))
+
+    screened_infer(["a" * 60 + "b" * 60 + "c" * 60], _by_letter({}, calls), screen, max_batch_size=8, max_windows=1,
+                   config=SMALL)
+    assert [t[0] for batch in calls for t in batch] == ["b"]
+    calls.clear()
+    screened_infer(["a" * 60 + "b" * 60 + "c" * 60], _by_letter({}, calls), screen, max_batch_size=8, max_windows=3,
+                   config=SMALL)
+    assert [t[0] for batch in calls for t in batch] == ["a", "b", "c"]
+
+
 def _violence(out: dict[str, np.ndarray]) -> np.ndarray:
     return out["VIOLENCE"][:, 0]
 
@@ -110,4 +153,27 @@ def test_a_threat_inside_a_long_benign_text_is_found_and_is_the_evidence(
     start = long_text.index(HARMFUL)
     spans = [e for e in json.loads(out[contract.EVIDENCE][0, 0]) if e["category"] == "violence"]
     assert spans and all(start - 400 <= e["start"] and e["end"] <= start + len(HARMFUL) + 400 for e in spans)
+    assert any(e["start"] <= start + len(HARMFUL) and e["end"] >= start for e in spans)
+
+
+def test_minilm_reads_a_bounded_number_of_windows_of_a_maximum_length_text_and_still_finds_the_threat(
+        semantic_model: TextSemanticModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 20,000-character text (the router's limit) costs MiniLM SEMANTIC_MAX_WINDOWS windows, not 50: a
+    flood of such texts cannot buy the accurate profile's whole CPU, and the threat is still the evidence."""
+    embedder = semantic_model._embedder
+    read: list[int] = []
+    real = embedder.embed
+
+    def counting(texts: list[str]) -> object:
+        read.append(len(texts))
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "embed", counting)
+    long_text = (BENIGN * 60)[:9_000] + " " + HARMFUL + " " + (BENIGN * 60)[:10_900]
+    assert len(long_text) > 19_900 and len(cut(long_text)) > 40
+    out = semantic_model.infer({"TEXT": np.array([[long_text.encode()]], dtype=object)})
+    assert sum(read) == SEMANTIC_MAX_WINDOWS
+    assert _violence(out)[0] >= 0.5
+    start = long_text.index(HARMFUL)
+    spans = [e for e in json.loads(out[contract.EVIDENCE][0, 0]) if e["category"] == "violence"]
     assert any(e["start"] <= start + len(HARMFUL) and e["end"] >= start for e in spans)
