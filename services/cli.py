@@ -2,6 +2,8 @@
 
     auditmesh moderate --tenant-key demo-acme-key --text "hello" [--image photo.jpg] [--json]
     auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
+    auditmesh classifier train --examples labels.jsonl --tenant acme --out classifiers/acme
+    auditmesh classifier score --classifier classifiers/acme --text "free airdrop, connect your wallet"
 """
 
 from __future__ import annotations
@@ -37,6 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
     moderate.add_argument("--json", action="store_true", help="print the full response as JSON")
     key = commands.add_parser("hash-key", help="print the SHA-256 digest of an API key for config/tenants.yaml")
     key.add_argument("key", nargs="?", help="the key (default: generate a new random key and print both)")
+    classifier = commands.add_parser("classifier", help="train a tenant classifier from labelled examples, or try one")
+    actions = classifier.add_subparsers(dest="action", required=True)
+    train = actions.add_parser("train", help="train from a JSONL file of {\"text\": ..., \"labels\": {category: 0|1}}"
+                               " and write the classifier directory (docs/tenant-classifiers.md)")
+    train.add_argument("--examples", type=Path, required=True, help="the labelled JSONL file")
+    train.add_argument("--tenant", required=True, help="the tenant the classifier belongs to")
+    train.add_argument("--out", type=Path, required=True, help="the classifier directory to write")
+    train.add_argument("--holdout", type=float, default=0.2, help="fraction of texts held out for the reported "
+                       "metrics (default 0.2)")
+    train.add_argument("--seed", type=int, default=0, help="seed for folds and learning-curve samples (default 0)")
+    train.add_argument("--threads", type=int, default=1, help="encoder threads (default 1)")
+    train.add_argument("--nice", type=int, default=10, help="lower this process's CPU priority by this much first "
+                       "(default 10: moderation on the same machine goes first)")
+    score = actions.add_parser("score", help="score texts with a trained classifier directory")
+    score.add_argument("--classifier", type=Path, required=True, help="the classifier directory")
+    score.add_argument("--text", action="append", required=True, help="a text (repeatable)")
     return parser
 
 
@@ -108,7 +126,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"key:    {key}")
         print(f"sha256: {hash_key(key)}")
         return 0
+    if args.command == "classifier":
+        return classifier(args)
     return moderate(args)
+
+
+def classifier(args: argparse.Namespace) -> int:
+    """`auditmesh classifier train|score`: print the JSON summary, or the problem and exit 2."""
+    from services.trainer.artifact import ArtifactError
+    from services.trainer.commands import score_texts, train_from_file
+    from services.trainer.examples import ExamplesError
+    from services.trainer.train import TrainConfig, TrainingError
+
+    try:
+        if args.action == "train":
+            out = train_from_file(args.examples, tenant=args.tenant, out=args.out,
+                                  config=TrainConfig(holdout=args.holdout, seed=args.seed), threads=args.threads,
+                                  nice=args.nice, progress=lambda message: print(message, file=sys.stderr))
+        else:
+            out = score_texts(args.classifier, args.text)
+    except (ExamplesError, TrainingError, ArtifactError, ValueError) as error:
+        print(f"auditmesh classifier {args.action}: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    return 0
 
 
 if __name__ == "__main__":

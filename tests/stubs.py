@@ -5,6 +5,7 @@ run_batch, `settle`)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import functools
 import io
 import struct
@@ -411,3 +412,25 @@ def default_lexicon() -> Lexicon:
     """The shipped default lexicon, built once per test run (a build takes 1-3 s; it is immutable, so
     every test may share it). A test of loading itself calls `Lexicon.load` directly."""
     return Lexicon.load()
+
+
+class WordHashEncoder:
+    """A stand-in sentence encoder for trainer unit tests: each word adds a fixed random unit vector
+    (seeded by the word's SHA-256), so texts sharing words are near; [N, 512] unit rows like USE's."""
+
+    def __init__(self, dimension: int = 512) -> None:
+        self.dimension = dimension
+        self.calls: list[int] = []
+
+    def _word(self, word: str) -> np.ndarray:
+        seed = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "big")
+        return np.random.default_rng(seed).standard_normal(self.dimension)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        out = np.zeros((len(texts), self.dimension), np.float32)
+        for row, text in enumerate(texts):
+            for word in text.split() or [text]:
+                out[row] += self._word(word)
+            out[row] /= max(float(np.linalg.norm(out[row])), 1e-9)
+        return out
