@@ -47,7 +47,6 @@ class Heads:
         if self.weights.shape[1] != len(CATEGORIES):
             raise ValueError(f"{entry.path}: weights have {self.weights.shape[1]} columns, expected {len(CATEGORIES)}")
         self.n_features = int(self.weights.shape[0])
-        self.feature_names: tuple[str, ...] = tuple(entry.extra.get("feature_names", ()))
         self._session = create_session(str(entry.path), options)
 
     def predict(self, features: np.ndarray) -> np.ndarray:

@@ -47,7 +47,8 @@ import numpy as np
 
 from services.common.serving.model_repository import ModelNotFoundError, RepositoryEntry, find_model, sha256_of
 
-__all__ = ["ARTIFACTS", "ArtifactError", "MANIFEST", "Staleness", "TRAINED_MODELS", "TRAINING_INPUTS", "code_digest", "export_artifacts",
+__all__ = ["ARTIFACTS", "ArtifactError", "MANIFEST", "Staleness", "TRAINED_MODELS", "TRAINING_INPUTS", "code_digest", "compact_config",
+           "export_artifacts",
            "feature_code_digest", "file_digests", "inputs_digest", "install_artifacts", "read_manifest", "staleness"]
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -149,7 +150,9 @@ def export_artifacts(repository: Path, artifacts: Path = ARTIFACTS, *, seed: int
         entry = find_model(name, root=repository)
         source, target = entry.path.parent, staging / name / entry.version
         target.mkdir(parents=True)
-        shutil.copyfile(repository / name / "config.json", staging / name / "config.json")
+        config = json.loads((repository / name / "config.json").read_text(encoding="utf-8"))
+        (staging / name / "config.json").write_text(json.dumps(compact_config(config), indent=2, ensure_ascii=False) + "\n",
+                                                     encoding="utf-8")
         skipped = _REBUILT.get(name, ())
         for path in sorted(source.iterdir()):
             if path.is_file() and path.name not in skipped:
@@ -168,6 +171,43 @@ def export_artifacts(repository: Path, artifacts: Path = ARTIFACTS, *, seed: int
         shutil.rmtree(artifacts)
     staging.rename(artifacts)
     return manifest
+
+
+def compact_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A trained entry's config.json as committed: in each version's `feature_names`, a run of positional
+    names ("tfidf:0", "tfidf:1", ... "tfidf:64528") is written once as "tfidf:0-64528"; named features
+    ("legacy_toxicity", ...) stay. The heads' configs listed 64,000 such names each (1.5 MB apiece).
+
+    Example::
+
+        >>> compact_config({"versions": {"1": {"feature_names": ["tfidf:0", "tfidf:1", "static:0", "spam"]}}})
+        {'versions': {'1': {'feature_names': ['tfidf:0-1', 'static:0-0', 'spam']}}}
+    """
+    versions = {}
+    for version, info in config.get("versions", {}).items():
+        names = info.get("feature_names") if isinstance(info, dict) else None
+        versions[version] = {**info, "feature_names": _runs(names)} if isinstance(names, list) else info
+    return {**config, "versions": versions} if "versions" in config else config
+
+
+def _runs(names: list[str]) -> list[str]:
+    out: list[str] = []
+    run: tuple[str, int, int] | None = None  # prefix, first, last
+    for name in names:
+        prefix, _, index = name.rpartition(":")
+        if prefix and index.isdigit() and run and run[0] == prefix and int(index) == run[2] + 1:
+            run = (prefix, run[1], int(index))
+            continue
+        if run:
+            out.append(f"{run[0]}:{run[1]}-{run[2]}")
+            run = None
+        if prefix and index.isdigit() and int(index) == 0:
+            run = (prefix, 0, 0)
+        else:
+            out.append(name)
+    if run:
+        out.append(f"{run[0]}:{run[1]}-{run[2]}")
+    return out
 
 
 def install_artifacts(repository: Path, artifacts: Path = ARTIFACTS) -> list[RepositoryEntry]:

@@ -13,11 +13,10 @@ from services.text.build.artifacts import ARTIFACTS, BASE_MODEL, CONVERTED_MODEL
     TRAINED_MODELS, TRAINING_INPUTS, ArtifactError, code_digest, file_digests, inputs_digest, install_artifacts, read_manifest, \
     staleness
 
-#: The issue's budget for one model version's committed artifacts is "about 25 MB". Session 37's naturalistic
-#: corpus grew the English TF-IDF vocabulary from 42,764 to 56,503 terms (and the fast and lexical heads
-#: with it) and added the Chinese character n-grams: 26.3 MiB. Storing the heads' weights compactly (as the
-#: MiniLM deltas and the static table are) is the next step; until then the test holds this ceiling.
-BUDGET_BYTES = 27 * 1024 * 1024
+#: The issue's budget for one model version's committed artifacts is "about 25 MB". The heads' configs listed
+#: every TF-IDF and embedding column by name (64,529 + 384 names, 1.5 MB each); they are committed with those
+#: runs written once (`artifacts.compact_config`): 24.7 MiB with session 38's corpus (64,529 English terms).
+BUDGET_BYTES = 25 * 1024 * 1024
 
 
 def test_committed_artifacts_were_trained_from_the_checkouts_inputs() -> None:
