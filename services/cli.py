@@ -4,6 +4,7 @@
     auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
     auditmesh classifier train --examples labels.jsonl --tenant acme --out classifiers/acme
     auditmesh classifier score --classifier classifiers/acme --text "free airdrop, connect your wallet"
+    auditmesh classifier evaluate --classifier classifiers/acme --examples test.jsonl
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     score = actions.add_parser("score", help="score texts with a trained classifier directory")
     score.add_argument("--classifier", type=Path, required=True, help="the classifier directory")
     score.add_argument("--text", action="append", required=True, help="a text (repeatable)")
+    evaluate = actions.add_parser("evaluate", help="precision, recall, F1 and accuracy per category on a labelled "
+                                  "JSONL file the classifier was not trained on")
+    evaluate.add_argument("--classifier", type=Path, required=True, help="the classifier directory")
+    evaluate.add_argument("--examples", type=Path, required=True, help="the labelled JSONL file")
     return parser
 
 
@@ -132,9 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def classifier(args: argparse.Namespace) -> int:
-    """`auditmesh classifier train|score`: print the JSON summary, or the problem and exit 2."""
+    """`auditmesh classifier train|score|evaluate`: print the JSON result, or the problem and exit 2."""
     from services.trainer.artifact import ArtifactError
-    from services.trainer.commands import score_texts, train_from_file
+    from services.trainer.commands import evaluate_file, score_texts, train_from_file
     from services.trainer.examples import ExamplesError
     from services.trainer.train import TrainConfig, TrainingError
 
@@ -143,6 +148,8 @@ def classifier(args: argparse.Namespace) -> int:
             out = train_from_file(args.examples, tenant=args.tenant, out=args.out,
                                   config=TrainConfig(holdout=args.holdout, seed=args.seed), threads=args.threads,
                                   nice=args.nice, progress=lambda message: print(message, file=sys.stderr))
+        elif args.action == "evaluate":
+            out = evaluate_file(args.classifier, args.examples)
         else:
             out = score_texts(args.classifier, args.text)
     except (ExamplesError, TrainingError, ArtifactError, ValueError) as error:

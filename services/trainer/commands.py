@@ -2,6 +2,7 @@
 
     auditmesh classifier train --examples labels.jsonl --tenant acme --out classifiers/acme
     auditmesh classifier score --classifier classifiers/acme --text "free airdrop, connect your wallet"
+    auditmesh classifier evaluate --classifier classifiers/acme --examples test.jsonl
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any, Callable, Sequence
 
 from services.trainer.artifact import digest, load, save
 from services.trainer.examples import read_examples
-from services.trainer.train import TrainConfig, train
+from services.trainer.train import TrainConfig, scores_at, train
 
-__all__ = ["score_texts", "train_from_file"]
+__all__ = ["evaluate_file", "score_texts", "train_from_file"]
 
 
 def _encoder(threads: int) -> Any:
@@ -52,3 +53,27 @@ def score_texts(classifier_path: Path, texts: Sequence[str], *, threads: int = 1
             "texts": [{"text": text, "categories": {c: {"probability": round(float(probabilities[c][i]), 4),
                                                         "flagged": bool(flagged[c][i])} for c in classifier.categories}}
                       for i, text in enumerate(texts)]}
+
+
+def evaluate_file(classifier_path: Path, examples_path: Path, *, threads: int = 1) -> dict[str, Any]:
+    """Per category the classifier knows, its precision, recall, F1 and accuracy at its threshold on the
+    examples of `examples_path` labelled for that category (a test set the classifier never saw)."""
+    import numpy as np
+
+    classifier = load(classifier_path)
+    examples = read_examples(examples_path)
+    encoder = _encoder(threads)
+    flagged = classifier.flagged([e.text for e in examples], encoder)
+    out: dict[str, Any] = {}
+    for category in classifier.categories:
+        rows = [i for i, e in enumerate(examples) if category in e.labels]
+        if not rows:
+            continue
+        positive = np.array([examples[i].labels[category] == 1 for i in rows])
+        hits = flagged[category][rows]
+        scores = scores_at(hits.astype(np.float64), positive, 0.5)
+        out[category] = {"precision": scores.precision, "recall": scores.recall, "f1": scores.f1,
+                         "accuracy": round(float(np.mean(hits == positive)), 4), "rows": scores.rows,
+                         "positives": scores.positives}
+    return {"tenant": classifier.tenant, "version": classifier.version, "examples": len(examples),
+            "categories": out}

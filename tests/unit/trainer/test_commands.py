@@ -12,7 +12,7 @@ from services.cli import main
 from tests.unit.trainer.conftest import labelled
 
 
-def test_train_then_score_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_score_and_evaluate_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     examples = tmp_path / "labels.jsonl"
     examples.write_text("".join(json.dumps({"text": e.text, "labels": dict(e.labels)}) + "\n" for e in labelled(240)),
                         encoding="utf-8")
@@ -27,6 +27,13 @@ def test_train_then_score_from_the_command_line(tmp_path: Path, capsys: pytest.C
     scored = json.loads(capsys.readouterr().out)
     assert [t["categories"]["custom.crypto_scam"]["flagged"] for t in scored["texts"]] == [True, False]
     assert scored["version"] == summary["version"]
+    test = tmp_path / "test.jsonl"
+    test.write_text("".join(json.dumps({"text": e.text, "labels": dict(e.labels)}) + "\n" for e in labelled(90, seed=5)),
+                    encoding="utf-8")
+    assert main(["classifier", "evaluate", "--classifier", str(out), "--examples", str(test)]) == 0
+    evaluated = json.loads(capsys.readouterr().out)["categories"]["custom.crypto_scam"]
+    assert (evaluated["rows"], evaluated["positives"]) == (90, 30) and evaluated["f1"] >= 0.9
+    assert evaluated["accuracy"] >= 0.9
 
 
 def test_a_bad_file_is_refused_with_its_line_and_exit_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
