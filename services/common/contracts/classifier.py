@@ -1,0 +1,63 @@
+"""Tensor contract of a tenant classifier served as a KServe v2 model (issue 40), declared once.
+
+A classifier trained with `auditmesh classifier train` (services/trainer/) is served under the model name
+`classifier.<tenant>`, its version the classifier's version (a digest of what it was trained from):
+
+* input `TEXT`: BYTES [N, 1], UTF-8 texts (the same input as the text models);
+* output `SCORES`: BYTES [N, 1], per text a JSON object {category: {"score": 0..1, "flagged": bool}} for
+  every category the classifier was trained for (built-in names or `custom.<name>`); `flagged` is the
+  score against the threshold the training run chose by cross-validation.
+
+JSON, not one FP32 tensor per category: each tenant's classifier has its own categories, and a Triton
+server hosting the same model must declare the same outputs whatever they are.
+
+Example::
+
+    >>> row = encode_scores({"custom.crypto_scam": 0.91}, {"custom.crypto_scam": True})
+    >>> decode_scores(row)
+    {'custom.crypto_scam': (0.91, True)}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Mapping
+
+from services.common.contracts.tensors import TensorSpec
+
+__all__ = ["INPUT", "MODEL_PREFIX", "OUTPUT", "OUTPUTS", "decode_scores", "encode_scores", "model_name"]
+
+MODEL_PREFIX = "classifier."
+INPUT = TensorSpec("TEXT", "BYTES", (1,))
+OUTPUT = TensorSpec("SCORES", "BYTES", (1,))
+OUTPUTS = (OUTPUT,)
+_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def model_name(tenant: str) -> str:
+    """The KServe model name of `tenant`'s classifier; ValueError for a tenant id that cannot be one.
+
+    Example::
+
+        >>> model_name("acme")
+        'classifier.acme'
+    """
+    if not _TENANT.fullmatch(tenant):
+        raise ValueError(f"tenant {tenant!r}: a classifier's tenant must be 1-63 letters, digits, '.', '_' or '-'")
+    return MODEL_PREFIX + tenant
+
+
+def encode_scores(scores: Mapping[str, float], flagged: Mapping[str, bool]) -> bytes:
+    """One text's `SCORES` value."""
+    return json.dumps({c: {"score": round(float(s), 6), "flagged": bool(flagged[c])} for c, s in sorted(scores.items())},
+                      ensure_ascii=False).encode("utf-8")
+
+
+def decode_scores(value: bytes) -> dict[str, tuple[float, bool]]:
+    """{category: (score, flagged)} from one `SCORES` value; ValueError when it breaks the contract."""
+    try:
+        document = json.loads(bytes(value).decode("utf-8"))
+        return {str(c): (float(v["score"]), bool(v["flagged"])) for c, v in document.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"SCORES: not a classifier scores object ({error})") from None

@@ -1,0 +1,79 @@
+"""A tenant's trained classifier (services/trainer/) as a served KServe v2 model: `classifier.<tenant>`.
+
+Contract: `services.common.contracts.classifier`. The model reads a classifier directory written by
+`auditmesh classifier train` (checked on load: checksum, encoder), shares the text service's multilingual
+encoder (one copy of its 118 MB, whatever the number of tenants), and scores a batch of texts in one
+encoder call. Its model files name the classifier's version, so responses and audit records can say which
+classifier decided.
+
+Example::
+
+    model = TenantClassifierModel(Path("classifiers/acme"), encoder)
+    out = model.infer({"TEXT": np.array([[b"free airdrop, connect your wallet"]], dtype=object)})
+    decode_scores(out["SCORES"][0, 0])   # {'custom.crypto_scam': (0.97, True)}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from services.common.contracts import classifier as contract
+from services.common.contracts.tensors import TensorSpec
+from services.common.serving.model_api import ModelFile
+from services.text.model import decode_texts
+from services.trainer.artifact import HEADS_FILE, load
+from services.trainer.features import Encoder
+
+__all__ = ["TenantClassifierModel"]
+
+_WARMUP = ("hello, see you tomorrow", "你好，明天见")
+
+
+class TenantClassifierModel:
+    """Implements `services.common.serving.model_api.ServedModel` (see the module docstring)."""
+
+    platform = "auditmesh_tenant_classifier"
+    max_batch_size = 64
+    inputs: Sequence[TensorSpec] = (contract.INPUT,)
+    outputs: Sequence[TensorSpec] = contract.OUTPUTS
+
+    def __init__(self, directory: Path, encoder: Encoder) -> None:
+        """Load the classifier in `directory`; `services.trainer.artifact.ArtifactError` naming the file when
+        it is missing, altered or trained for another encoder."""
+        self.directory = Path(directory)
+        self.classifier = load(self.directory)
+        self.encoder = encoder
+        self.name = contract.model_name(self.classifier.tenant)
+        self.version = self.classifier.version
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The categories this classifier scores."""
+        return self.classifier.categories
+
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Score one batch; InvalidInputError for a malformed TEXT."""
+        texts = decode_texts(inputs, max_batch_size=self.max_batch_size)
+        out = np.empty((len(texts), 1), dtype=object)
+        if texts:
+            probabilities = self.classifier.probabilities(texts, self.encoder)
+            for row in range(len(texts)):
+                scores = {c: float(p[row]) for c, p in probabilities.items()}
+                flagged = {c: scores[c] >= float(self.classifier.thresholds[k])
+                           for k, c in enumerate(self.classifier.categories)}
+                out[row, 0] = contract.encode_scores(scores, flagged)
+        return {contract.OUTPUT.name: out}
+
+    def warmup(self) -> None:
+        """Score a short mixed batch (the encoder's first call loads its weights)."""
+        self.infer({contract.INPUT.name: np.array([[t.encode("utf-8")] for t in _WARMUP], dtype=object)})
+
+    def model_files(self) -> Sequence[ModelFile]:
+        """The classifier's heads file, under the model's name and the classifier's version."""
+        manifest = self.classifier.manifest
+        return [ModelFile(self.name, self.version, str(self.directory / HEADS_FILE), str(manifest["heads_sha256"]),
+                          f"auditmesh classifier train (examples sha256 {str(manifest['examples_sha256'])[:12]})",
+                          "the tenant's own data")]

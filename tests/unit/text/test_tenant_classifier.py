@@ -1,0 +1,69 @@
+"""Tests for services/text/tenant_classifier.py: a trained tenant classifier served under the KServe
+contract of services/common/contracts/classifier.py, with the real multilingual encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.common.contracts.classifier import decode_scores, encode_scores, model_name
+from services.common.errors import InvalidInputError
+from services.common.serving.model_api import ServedModel
+from services.text.multilingual import MultilingualEncoder
+from services.text.tenant_classifier import TenantClassifierModel
+from services.trainer.artifact import ArtifactError, digest, save
+from services.trainer.train import TrainConfig, train
+from tests.unit.trainer.conftest import labelled
+
+
+@pytest.fixture(scope="module")
+def encoder() -> MultilingualEncoder:
+    return MultilingualEncoder(threads=1)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, encoder: MultilingualEncoder) -> TenantClassifierModel:
+    examples = labelled(240)
+    trained = train(examples, encoder=encoder, config=TrainConfig(curve=(), max_terms=2_000))
+    path = save(trained, tmp_path_factory.mktemp("classifiers") / "acme", tenant="acme",
+                examples_digest=digest(examples))
+    return TenantClassifierModel(path, encoder)
+
+
+def test_the_classifier_is_a_kserve_model_named_for_its_tenant_and_versioned(served: TenantClassifierModel) -> None:
+    model: ServedModel = served
+    assert model.name == "classifier.acme" and model.version == served.classifier.version
+    assert [s.name for s in model.inputs] == ["TEXT"] and [s.name for s in model.outputs] == ["SCORES"]
+    files = model.model_files()
+    assert files[0].name == "classifier.acme" and files[0].sha256 == served.classifier.manifest["heads_sha256"]
+    assert served.categories == ("custom.crypto_scam", "spam")
+
+
+def test_a_batch_is_scored_per_text_in_order(served: TenantClassifierModel) -> None:
+    texts = [b"claim free crypto airdrop token dm wallet", b"see you at lunch tomorrow at school", b"coffee garden movie"]
+    out = served.infer({"TEXT": np.array([[t] for t in texts], dtype=object)})
+    assert out["SCORES"].shape == (3, 1)
+    rows = [decode_scores(out["SCORES"][i, 0]) for i in range(3)]
+    assert [r["custom.crypto_scam"][1] for r in rows] == [True, False, False]
+    assert rows[0]["custom.crypto_scam"][0] > 0.5 > rows[1]["custom.crypto_scam"][0]
+    assert served.infer({"TEXT": np.zeros((0, 1), dtype=object)})["SCORES"].shape == (0, 1)
+    served.warmup()
+
+
+def test_bad_input_and_a_broken_directory_are_refused(served: TenantClassifierModel, tmp_path: Path,
+                                                      encoder: MultilingualEncoder) -> None:
+    with pytest.raises(InvalidInputError, match="TEXT"):
+        served.infer({"TEXT": np.array([["not bytes"]], dtype=object)})
+    with pytest.raises(ArtifactError, match="cannot read"):
+        TenantClassifierModel(tmp_path / "missing", encoder)
+
+
+def test_the_contract_names_and_rows() -> None:
+    assert model_name("acme-eu_1") == "classifier.acme-eu_1"
+    with pytest.raises(ValueError, match="tenant"):
+        model_name("../etc")
+    assert decode_scores(encode_scores({"hate": 0.25}, {"hate": False})) == {"hate": (0.25, False)}
+    with pytest.raises(ValueError, match="SCORES"):
+        decode_scores(b"[1, 2]")
