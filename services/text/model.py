@@ -48,7 +48,7 @@ from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.flags import with_flags
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.text_match.scripts import blank_han, has_cjk, latin_words
-from services.text.multilingual import ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, ZhSemanticHeads
+from services.text.multilingual import ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, MultilingualEncoder, ZhSemanticHeads
 from services.text.classifier import TextClassifier
 from services.text.context import ContextEngine, sentence_spans
 from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
@@ -180,6 +180,11 @@ class TextModerationModel(TextPipelineShape):
     def classifiers(self) -> Mapping[str, TextClassifier]:
         """The legacy ONNX classifiers by name ("toxicity", "spam"), e.g. for benchmarks."""
         return {"toxicity": self._toxicity, "spam": self._spam}
+
+    @property
+    def multilingual_encoder(self) -> MultilingualEncoder:
+        """The multilingual sentence encoder of the Chinese heads (one per service, shared)."""
+        return self._zh_semantic.encoder
 
     @property
     def lexicon(self) -> Lexicon:

@@ -146,6 +146,11 @@ class ZhSemanticHeads:
                              f"give {width}; run `make models`")
         self._encoder = encoder or MultilingualEncoder(threads=max(1, session_options.intra_op_threads or 1))
 
+    @property
+    def encoder(self) -> MultilingualEncoder:
+        """The encoder these heads read (shared with the tenant classifiers the text service serves)."""
+        return self._encoder
+
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """[len(texts), 7]: per category, the highest score among each text's windows."""
         out = np.zeros((len(texts), len(CATEGORIES)), np.float32)

@@ -88,10 +88,17 @@ class ModalityServiceConfig:
     auth: InternalAuthConfig = field(default_factory=InternalAuthConfig)
     #: Failed-authentication throttle (services/common/auth_throttle.py).
     auth_throttle: ThrottleConfig = field(default_factory=ThrottleConfig)
+    #: Text service only: a folder of tenant classifier directories (`auditmesh classifier train --out
+    #: DIR/<tenant>`); each is served as the model `classifier.<tenant>` (services/text/tenant_classifier.py).
+    #: "" = none.
+    tenant_classifiers: str = ""
 
     def __post_init__(self) -> None:
         if self.service not in ("text", "vision", "ocr"):
             raise ValueError(f"service must be text, vision or ocr, got {self.service!r}")
+        if self.tenant_classifiers and self.service != "text":
+            raise ValueError(f"tenant_classifiers: only the text service serves tenant classifiers, this is "
+                             f"{self.service!r}")
         if self.limits.max_request_bytes + ENVELOPE_BYTES > self.server.max_message_bytes:
             raise ValueError(f"limits.max_request_bytes ({self.limits.max_request_bytes}) + {ENVELOPE_BYTES} bytes of "
                              f"message envelope must fit server.max_message_bytes ({self.server.max_message_bytes})")

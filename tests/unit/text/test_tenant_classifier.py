@@ -67,3 +67,24 @@ def test_the_contract_names_and_rows() -> None:
     assert decode_scores(encode_scores({"hate": 0.25}, {"hate": False})) == {"hate": (0.25, False)}
     with pytest.raises(ValueError, match="SCORES"):
         decode_scores(b"[1, 2]")
+
+
+def test_the_text_service_serves_every_classifier_in_its_folder_and_refuses_two_for_one_tenant(
+        served: TenantClassifierModel, tmp_path: Path, encoder: MultilingualEncoder) -> None:
+    import shutil
+
+    from services.common.serving.modality_config import ModalityServiceConfig
+    from services.text.server import tenant_classifier_models
+
+    folder = tmp_path / "classifiers"
+    shutil.copytree(served.directory, folder / "acme")
+    (folder / "notes").mkdir()  # a directory without classifier.json is not a classifier
+    models = tenant_classifier_models(folder, encoder)
+    assert [m.name for m in models] == ["classifier.acme"]
+    shutil.copytree(served.directory, folder / "acme-copy")
+    with pytest.raises(ValueError, match="both hold classifier.acme"):
+        tenant_classifier_models(folder, encoder)
+    with pytest.raises(ValueError, match="is not a directory"):
+        tenant_classifier_models(tmp_path / "missing", encoder)
+    with pytest.raises(ValueError, match="only the text service"):
+        ModalityServiceConfig(service="vision", tenant_classifiers=str(folder))
