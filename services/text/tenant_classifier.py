@@ -60,11 +60,10 @@ class TenantClassifierModel:
         out = np.empty((len(texts), 1), dtype=object)
         if texts:
             probabilities = self.classifier.probabilities(texts, self.encoder)
+            flagged = self.classifier.flags(probabilities)
             for row in range(len(texts)):
-                scores = {c: float(p[row]) for c, p in probabilities.items()}
-                flagged = {c: scores[c] >= float(self.classifier.thresholds[k])
-                           for k, c in enumerate(self.classifier.categories)}
-                out[row, 0] = contract.encode_scores(scores, flagged)
+                out[row, 0] = contract.encode_scores({c: float(p[row]) for c, p in probabilities.items()},
+                                                     {c: bool(f[row]) for c, f in flagged.items()})
         return {contract.OUTPUT.name: out}
 
     def warmup(self) -> None:

@@ -230,13 +230,14 @@ def screened_infer(texts: Sequence[str], infer_texts: InferTexts, screen: InferT
             chosen.update(sorted(rows, key=lambda row: (-rank[position[row]], row))[:max_windows])
     read = sorted(chosen)
     expensive = _batched(infer_texts, [window_plan.texts[row] for row in read], max_batch_size)
+    kept = [row for row in screened_rows if row not in chosen]
+    kept_from = [position[row] for row in kept]
     combined: dict[str, np.ndarray] = {}
     for name, values in expensive.items():
         column = np.empty((len(window_plan.texts),) + values.shape[1:], dtype=values.dtype)
         column[read] = values
-        kept = [row for row in screened_rows if row not in chosen]
         if kept:
-            column[kept] = np.asarray(screened[name], dtype=values.dtype)[[position[row] for row in kept]]
+            column[kept] = np.asarray(screened[name], dtype=values.dtype)[kept_from]
         combined[name] = column
     return merge(window_plan, combined, config.per_window_logit)
 

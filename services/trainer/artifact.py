@@ -103,9 +103,13 @@ class LoadedClassifier:
         probability = 1.0 / (1.0 + np.exp(-logits))
         return {category: probability[:, k] for k, category in enumerate(self.categories)}
 
+    def flags(self, probabilities: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Per category, whether each probability (from `probabilities`) reaches the category's threshold."""
+        return {c: probabilities[c] >= self.thresholds[k] for k, c in enumerate(self.categories)}
+
     def flagged(self, texts: Sequence[str], encoder: Encoder) -> dict[str, np.ndarray]:
         """Per category, whether each text reaches the category's threshold."""
-        return {c: p >= self.thresholds[self.categories.index(c)] for c, p in self.probabilities(texts, encoder).items()}
+        return self.flags(self.probabilities(texts, encoder))
 
 
 def load(directory: Path) -> LoadedClassifier:

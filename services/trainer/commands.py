@@ -48,7 +48,7 @@ def score_texts(classifier_path: Path, texts: Sequence[str], *, threads: int = 1
     classifier = load(classifier_path)
     encoder = _encoder(threads)
     probabilities = classifier.probabilities(texts, encoder)
-    flagged = classifier.flagged(texts, encoder)
+    flagged = classifier.flags(probabilities)
     return {"tenant": classifier.tenant, "version": classifier.version,
             "texts": [{"text": text, "categories": {c: {"probability": round(float(probabilities[c][i]), 4),
                                                         "flagged": bool(flagged[c][i])} for c in classifier.categories}}

@@ -121,7 +121,7 @@ class Featurizer:
         pieces: list[str] = []
         owners: list[int] = []
         for index, text in enumerate(texts):
-            for window in windows(text) or [text]:
+            for window in windows(text):  # at least one window, even for an empty text
                 pieces.append(window)
                 owners.append(index)
         vectors = self.encoder.embed(pieces) if pieces else np.zeros((0, DIMENSION), np.float32)

@@ -85,8 +85,7 @@ class Head:
 
     def probability(self, rows: sparse.csr_matrix | np.ndarray) -> np.ndarray:
         """The head's probability per row of features."""
-        logits = np.asarray(rows @ self.weights, dtype=np.float64).reshape(-1) + self.bias
-        return 1.0 / (1.0 + np.exp(-logits))
+        return _probability(rows, self.weights, self.bias)
 
 
 @dataclass(frozen=True)
@@ -126,12 +125,25 @@ def best_threshold(probability: np.ndarray, positive: np.ndarray) -> float:
         >>> best_threshold(np.array([0.1, 0.4, 0.6, 0.9]), np.array([False, False, True, True]))
         0.6
     """
+    ordered = np.sort(probability)
+    ordered_positive = np.sort(probability[positive])
+    candidates = np.array(sorted(set(np.round(probability, 6).tolist()), reverse=True))
+    # rows at or above each candidate, all and positive (one sort, not one pass per candidate)
+    flagged = probability.size - np.searchsorted(ordered, candidates, side="left")
+    true = ordered_positive.size - np.searchsorted(ordered_positive, candidates, side="left")
     best, chosen = -1.0, 0.5
-    for threshold in sorted(set(np.round(probability, 6).tolist()), reverse=True):
-        f1 = scores_at(probability, positive, threshold).f1
+    for threshold, count, hit in zip(candidates.tolist(), flagged.tolist(), true.tolist()):
+        precision = hit / count if count else 0.0
+        recall = hit / ordered_positive.size if ordered_positive.size else 0.0
+        f1 = round(2 * precision * recall / (precision + recall) if precision + recall else 0.0, 4)
         if f1 > best:
             best, chosen = f1, float(threshold)
     return chosen
+
+
+def _probability(rows: sparse.csr_matrix | np.ndarray, weights: np.ndarray, bias: float) -> np.ndarray:
+    logits = np.asarray(rows @ weights, dtype=np.float64).reshape(-1) + bias
+    return np.asarray(1.0 / (1.0 + np.exp(-logits)))
 
 
 def _fit(rows: sparse.csr_matrix, positive: np.ndarray, config: TrainConfig) -> tuple[np.ndarray, float]:
@@ -160,10 +172,9 @@ def _head(category: str, rows: sparse.csr_matrix, positive: np.ndarray, held: sp
     out_of_fold = np.zeros(positive.size)
     for k in range(folds):
         weights, bias = _fit(rows[fold != k], positive[fold != k], config)
-        out_of_fold[fold == k] = 1.0 / (1.0 + np.exp(-(np.asarray(rows[fold == k] @ weights).reshape(-1) + bias)))
+        out_of_fold[fold == k] = _probability(rows[fold == k], weights, bias)
     threshold = best_threshold(out_of_fold, positive)
     weights, bias = _fit(rows, positive, config)
-    head = Head(category, weights, bias, threshold, Scores(0, 0, 0, 0, 0), int(positive.size))
     curve = []
     for size in config.curve:
         if size >= positive.size:
@@ -172,10 +183,10 @@ def _head(category: str, rows: sparse.csr_matrix, positive: np.ndarray, held: sp
         if positive[sample].all() or not positive[sample].any():
             continue
         w, b = _fit(rows[sample], positive[sample], config)
-        curve.append((size, scores_at(Head(category, w, b, 0.5, head.held_out, size).probability(held), held_positive,
-                                      0.5).f1))
-    curve.append((int(positive.size), scores_at(head.probability(held), held_positive, 0.5).f1))
-    return Head(category, weights, bias, threshold, scores_at(head.probability(held), held_positive, threshold),
+        curve.append((size, scores_at(_probability(held, w, b), held_positive, 0.5).f1))
+    held_probability = _probability(held, weights, bias)
+    curve.append((int(positive.size), scores_at(held_probability, held_positive, 0.5).f1))
+    return Head(category, weights, bias, threshold, scores_at(held_probability, held_positive, threshold),
                 int(positive.size), tuple(curve))
 
 
