@@ -16,12 +16,15 @@ Example::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = ["CATEGORIES", "CUSTOM_PREFIX", "Category", "IMAGE_CATEGORIES", "LLAMA_GUARD_3", "TEXT_CATEGORIES",
-           "is_custom_category"]
+           "is_custom_category", "is_well_formed_custom_category"]
 
 CUSTOM_PREFIX = "custom."
+#: The name after `custom.` of a category a tenant defines (trained classifiers, policy thresholds).
+_CUSTOM_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 
 #: Llama Guard 3's hazard categories (MLCommons AI Safety taxonomy), for the `llama_guard` column.
 LLAMA_GUARD_3: dict[str, str] = {
@@ -97,3 +100,15 @@ IMAGE_CATEGORIES: tuple[str, ...] = tuple(name for name, c in CATEGORIES.items()
 def is_custom_category(category: str) -> bool:
     """True for a tenant blocklist category, `custom.<name>`."""
     return category.startswith(CUSTOM_PREFIX) and len(category) > len(CUSTOM_PREFIX)
+
+
+def is_well_formed_custom_category(category: str) -> bool:
+    """True for `custom.<name>` with a name of lower-case letters, digits and underscores (starting with
+    a letter, at most 63): what a tenant classifier may be trained for and a policy may set thresholds on.
+
+    Example::
+
+        >>> is_well_formed_custom_category("custom.crypto_scam"), is_well_formed_custom_category("custom.Bad-Name")
+        (True, False)
+    """
+    return category.startswith(CUSTOM_PREFIX) and _CUSTOM_NAME.fullmatch(category[len(CUSTOM_PREFIX):]) is not None

@@ -10,7 +10,8 @@ pipeline and stores the verdict when it may be reused:
   the services' responses and ModelConfig; `text_semantic` counts whenever text does, since which texts
   the balanced profile sends there depends on their scores), and every model the services named for
   this very item is one of them: a model swapped behind an upstream changes the key of the next item,
-  and the verdict that revealed the swap is not stored under the old key;
+  and the verdict that revealed the swap is not stored under the old key; the same holds for the
+  tenant's own classifier when the policy or its shadow reads it (its version as its last answer named it);
 - the shadow candidate's verdict is cached with the baseline's, so canary counters still see both.
 
 Text parts are keyed by their normalised form (or as sent, `text_key: exact`). Two texts with one
@@ -30,7 +31,7 @@ from typing import Callable, Sequence
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.router.control.runtime import Selection, Snapshot
 from services.router.fusion import Evidence, TextSpanEvidence, Verdict
-from services.router.pipeline import Outcome, Pipeline
+from services.router.pipeline import Outcome, Pipeline, reads_classifier
 from services.router.scheduler import Requester
 from services.router.validation import ImagePart, ValidItem
 from services.router.verdict_cache import VerdictCache, VerdictCacheConfig
@@ -108,6 +109,11 @@ class CachedPipeline:
                 if not known.get(stage):
                     return None
                 used.extend(known[stage])
+        if reads_classifier(selection.policy, selection.shadow):
+            classifier = self.pipeline.classifier_models.get(selection.tenant.id)
+            if not classifier:
+                return None
+            used.extend(classifier)
         return list(dict.fromkeys(used))
 
     @staticmethod

@@ -2,8 +2,10 @@
 
 The pipeline gathers the model scores and the default-lexicon hits once, independently of the
 policy's blocklist settings; `evaluate` then applies what is policy-specific (whether the default
-lexicon counts, the policy's own blocklists, matched with its prebuilt automaton) and fuses. So the
-same signals can be judged under a second policy (a shadow canary) without calling any model again.
+lexicon counts, the policy's own blocklists, matched with its prebuilt automaton, whether and how the
+tenant's own classifier counts) and fuses. So the same signals can be judged under a second policy (a
+shadow canary) without calling any model again: a candidate policy that turns the tenant's classifier
+on is judged with its scores while the active one, without it, ignores them (and its failures).
 
 Example::
 
@@ -15,8 +17,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from services.router.fusion import BlockMatch, Signals, TextFinding, Verdict, fuse
-from services.router.policy import CompiledPolicy
+from services.common.contracts.text import EvidenceSpan
+from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category, is_well_formed_custom_category
+from services.router.fusion import CLASSIFIER_STAGES, BlockMatch, ClassifierFinding, Signals, TextFinding, Verdict, fuse
+from services.router.policy import CompiledPolicy, TenantClassifierUse
 from services.common.text_match.normalize import normalize
 
 #: The lexicon name of hits from the text service's shipped (default) lexicon.
@@ -33,11 +37,54 @@ def evaluate(policy: CompiledPolicy, signals: Signals, texts: Sequence[Matchable
 
 def signals_for(policy: CompiledPolicy, signals: Signals, texts: Sequence[MatchableText]) -> Signals:
     """`signals` as `policy` sees them: default-lexicon hits dropped unless it uses the default
-    lexicon, and its own blocklist hits added."""
+    lexicon, the tenant classifier's scores merged in when it uses that (else they and the classifier's
+    failures are dropped), and its own blocklist hits added."""
     findings = list(signals.texts)
+    failures = signals.failures
     if not policy.document.blocklist.use_default_lexicon:
         findings = [replace(f, matches=[m for m in f.matches if m.source != DEFAULT_LEXICON]) for f in findings]
-    return replace(signals, texts=[*findings, *custom_findings(policy, texts)])
+    use = policy.document.tenant_classifier
+    if use is not None:
+        findings = with_classifier(findings, signals.classified, use)
+    else:
+        failures = [failure for failure in failures if failure.stage not in CLASSIFIER_STAGES]
+    return replace(signals, texts=[*findings, *custom_findings(policy, texts)], failures=failures, classified=())
+
+
+def with_classifier(findings: Sequence[TextFinding], classified: Sequence[ClassifierFinding],
+                    use: TenantClassifierUse) -> list[TextFinding]:
+    """`findings` with the tenant classifier's scores merged in by `use.mode` (see TenantClassifierUse).
+
+    Where the classifier's score is the one taken, the category's evidence is the whole text, its
+    source the classifier's model name (the text model's spans for that category are dropped). A text
+    the classifier scored but the text models did not (their stage failed) gets a finding of its own.
+    Categories that are neither built-in text categories nor well-formed custom ones are ignored.
+    Rule and blocklist hits are left as they are: `replace` replaces the shipped model's score only.
+    """
+    by_text = {(c.part_index, c.ocr_line): c for c in classified}
+    merged: list[TextFinding] = []
+    for finding in findings:
+        extra = by_text.pop((finding.part_index, finding.ocr_line), None)
+        merged.append(finding if extra is None else _merged(finding, extra, use))
+    for extra in by_text.values():
+        merged.append(_merged(TextFinding(extra.part_index, extra.text, {}, (), extra.ocr_line), extra, use))
+    return merged
+
+
+def _merged(finding: TextFinding, extra: ClassifierFinding, use: TenantClassifierUse) -> TextFinding:
+    scores = dict(finding.scores)
+    evidence = list(finding.evidence)
+    whole = len(finding.text)
+    for category, score in sorted(extra.scores.items()):
+        if category not in TEXT_CATEGORIES and not is_well_formed_custom_category(category):
+            continue
+        taken = use.mode == "replace" or is_custom_category(category) or score > scores.get(category, 0.0)
+        if taken:
+            scores[category] = score
+            evidence = [span for span in evidence if span.category != category]
+            if whole:
+                evidence.append(EvidenceSpan(category, 0, whole, score, extra.model))
+    return replace(finding, scores=scores, evidence=evidence)
 
 
 def custom_findings(policy: CompiledPolicy, texts: Sequence[MatchableText]) -> list[TextFinding]:

@@ -25,10 +25,12 @@ from typing import Mapping, Sequence
 from services.common.contracts.text import EvidenceSpan, LexiconHit
 from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, CompiledPolicy, PolicyDocument, Thresholds
 
+#: The stages of the tenant's own classifier: on text parts, and on OCR lines.
+CLASSIFIER_STAGES = ("classifier", "ocr_text_classifier")
 #: The stage whose failure mode applies when a stage fails ("ocr_text" and the semantic second passes
 #: follow the text service).
 FAILURE_MODE_OF_STAGE = {"text": "text", "ocr_text": "text", "text_semantic": "text", "ocr_text_semantic": "text",
-                         "vision": "vision", "ocr": "ocr"}
+                         "vision": "vision", "ocr": "ocr", **{stage: "classifier" for stage in CLASSIFIER_STAGES}}
 #: A hit whose lexicon starts with this is a context rule of the text model (`rule:<id>`).
 RULE_PREFIX = "rule:"
 #: Thresholds of a category the policy does not list: its score never acts, its hits are not capped.
@@ -86,11 +88,25 @@ class StageFailure:
 
 
 @dataclass(frozen=True)
+class ClassifierFinding:
+    """The tenant classifier's scores for one text: a text part (ocr_line = -1) or one OCR line.
+    Kept apart from the text models' findings: only a policy with `tenant_classifier` reads them
+    (services.router.evaluate merges them into its view)."""
+
+    part_index: int
+    ocr_line: int
+    text: str
+    model: str
+    scores: Mapping[str, float]
+
+
+@dataclass(frozen=True)
 class Signals:
     texts: Sequence[TextFinding] = ()
     images: Sequence[ImageFinding] = ()
     ocr_lines: Sequence[OcrLineFinding] = ()
     failures: Sequence[StageFailure] = ()
+    classified: Sequence[ClassifierFinding] = ()
 
 
 @dataclass(frozen=True)
@@ -270,7 +286,7 @@ def _degrade(document: PolicyDocument, failures: Sequence[StageFailure], decisio
             degradations.append(Degradation(failure.stage, failure.reason, "skipped"))
             continue
         mode = getattr(document.failure, FAILURE_MODE_OF_STAGE.get(failure.stage, "text"))
-        if failure.unloaded and document.failure.model_unloaded == "closed":
+        if failure.unloaded and document.failure.model_unloaded == "closed" and failure.stage not in CLASSIFIER_STAGES:
             mode = "closed"  # an unloaded model is never a silent fail-open unless the policy says so
         degradations.append(Degradation(failure.stage, failure.reason, f"fail_{mode}"))
         if mode == "closed":

@@ -22,6 +22,7 @@ from services import __version__
 from services.common.auth_guard import AuthGuard, AuthMetrics
 from services.common.auth_throttle import AuthThrottle
 from services.common.config import ConfigError
+from services.common.contracts import classifier as classifier_contract
 from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
@@ -33,6 +34,7 @@ from services.common.logs import configure_logging
 from services.common.metrics import new_registry
 from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
 from services.router.cached_pipeline import retain_on_tenant_change
+from services.router.classifiers import TenantClassifiers
 from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
                                     ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, Upstream,
                                     load_router_config)
@@ -55,7 +57,8 @@ class Router:
     #: Each modality's input tensor and the outputs the router reads, from its contract.
     CONTRACTS = {"text": (text_contract.INPUT.name, text_contract.ROUTER_OUTPUTS),
                  "vision": (vision_contract.INPUT.name, vision_contract.ROUTER_OUTPUTS),
-                 "ocr": (ocr_contract.INPUT.name, ocr_contract.ROUTER_OUTPUTS)}
+                 "ocr": (ocr_contract.INPUT.name, ocr_contract.ROUTER_OUTPUTS),
+                 "classifier": (classifier_contract.INPUT.name, classifier_contract.ROUTER_OUTPUTS)}
 
     def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle, *,
                  security: UpstreamSecurity = UpstreamSecurity()) -> None:
@@ -67,14 +70,20 @@ class Router:
         # One dispatcher per served model: "text" (text_moderation) and "text_semantic" share the text upstream.
         upstreams = {**{m: (m, u) for m, u in config.upstreams.items()},
                      "text_semantic": ("text", semantic_upstream(config.upstreams["text"]))}
-        self.dispatchers = {name: ModalityDispatcher(name, upstream, input_name=self.CONTRACTS[modality][0],
-                                                     output_names=self.CONTRACTS[modality][1],
-                                                     max_message_bytes=config.server.max_message_bytes,
-                                                     qos_classes=state.tenants.qos_classes,
-                                                     on_batch=self.metrics.record_batch, security=security)
-                            for name, (modality, upstream) in upstreams.items()}
+
+        def dispatcher(name: str, modality: str, upstream: Upstream) -> ModalityDispatcher:
+            return ModalityDispatcher(name, upstream, input_name=self.CONTRACTS[modality][0],
+                                      output_names=self.CONTRACTS[modality][1],
+                                      max_message_bytes=config.server.max_message_bytes,
+                                      qos_classes=state.tenants.qos_classes,
+                                      on_batch=self.metrics.record_batch, security=security)
+
+        self.dispatchers = {name: dispatcher(name, modality, upstream) for name, (modality, upstream) in upstreams.items()}
+        # Each tenant's own classifier (classifier.<tenant> on the text service), made when a policy first reads it.
+        self.classifiers = TenantClassifiers(config.upstreams["text"],
+                                             lambda name, upstream: dispatcher(name, "classifier", upstream))
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"],
-                                 text_semantic=self.dispatchers["text_semantic"])
+                                 text_semantic=self.dispatchers["text_semantic"], classifiers=self.classifiers)
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
         self.registry.register(lifecycle.collector())
@@ -128,6 +137,7 @@ class Router:
             self._describe_task.cancel()
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
+        await self.classifiers.close()
         await self.lifecycle.close()
 
 

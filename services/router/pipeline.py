@@ -10,6 +10,11 @@ fail-open or fail-closed); a deadline that expires fails the whole item with DEA
 cancels every stage still queued, so no work is left behind. Under overload, a stage the tenant lets
 the router skip (its `degrade` list) is skipped and reported as a degradation.
 
+When the policy or its shadow candidate reads the tenant's own classifier (`tenant_classifier`), every
+text part and readable OCR line also goes to `classifier.<tenant>` on the text service, concurrently
+with the text models (stages `classifier` / `ocr_text_classifier`); its scores are kept apart and only
+a policy that reads them sees them.
+
 The signals are gathered once and judged by `services.router.evaluate` under the item's policy and,
 for a shadow canary, under the candidate policy too (no second model call). Each modality service
 names, in every response, the model versions that produced it; the outcome lists those.
@@ -22,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
+from services.common.contracts import classifier as classifier_contract
 from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
@@ -29,8 +35,8 @@ from services.common.contracts.rows import MalformedRowError
 from services.common.errors import InvalidRequestError
 from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, Row, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
-from services.router.fusion import (RULE_PREFIX, BlockMatch, ImageFinding, OcrLineFinding, Signals,
-                                   StageFailure, TextFinding, Verdict)
+from services.router.fusion import (CLASSIFIER_STAGES, RULE_PREFIX, BlockMatch, ClassifierFinding, ImageFinding,
+                                   OcrLineFinding, Signals, StageFailure, TextFinding, Verdict)
 from services.router.policy import CompiledPolicy, Profile
 from services.router.profiles import escalated
 from services.router.scheduler import Requester
@@ -62,8 +68,10 @@ class _Collected:
     timings_ms: dict[str, float] = field(default_factory=dict)
     #: Texts the policies' own blocklists are matched against (text parts, readable OCR lines).
     matchable: list[MatchableText] = field(default_factory=list)
-    #: Model versions named by the services' responses, per stage.
+    #: Model versions named by the services' responses, per stage ("classifier": the tenant's classifier).
     models: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    #: The tenant classifier's scores, when the policy or its shadow reads them.
+    classified: list[ClassifierFinding] = field(default_factory=list)
 
 
 @dataclass
@@ -80,19 +88,27 @@ class _Job:
     skippable: Sequence[str] = ()
     #: Whether `text_semantic` is skipped for this item under overload (decided once, when first needed).
     semantic_skipped: bool | None = None
+    #: The dispatcher of the tenant's classifier, when the policy or its shadow reads it.
+    classifier: ModalityDispatcher | None = None
 
 
 class Pipeline:
     """Runs items through the modality services. One instance serves all requests."""
 
     def __init__(self, text: ModalityDispatcher, vision: ModalityDispatcher, ocr: ModalityDispatcher, *,
-                 text_semantic: ModalityDispatcher | None = None) -> None:
+                 text_semantic: ModalityDispatcher | None = None,
+                 classifiers: Callable[[str], ModalityDispatcher] | None = None) -> None:
         """`text` serves `text_moderation`, `text_semantic` the semantic model (None: every profile gets
-        `text_moderation`, e.g. for a text upstream that serves only it)."""
+        `text_moderation`, e.g. for a text upstream that serves only it). `classifiers` gives the
+        dispatcher of a tenant's own classifier by tenant id (ValueError for an id that cannot name one);
+        None: a policy that reads one gets a `classifier` stage failure."""
         self.text, self.vision, self.ocr = text, vision, ocr
         self.text_semantic = text_semantic
+        self.classifiers = classifiers
         #: Model versions each dispatcher's upstream described, by dispatcher name (text, text_semantic, ...).
         self.models: dict[str, list[tuple[str, str]]] = {}
+        #: The versions of each tenant's classifier its last response named, by tenant id.
+        self.classifier_models: dict[str, list[tuple[str, str]]] = {}
 
     async def run(self, item: ValidItem, policy: CompiledPolicy, deadline: float, requester: Requester,
                   skippable: Sequence[str] = (), shadow: CompiledPolicy | None = None) -> Outcome:
@@ -103,6 +119,8 @@ class Pipeline:
         collected = _Collected()
         profile: Profile = "fast" if self.text_semantic is None else policy.profile
         job = _Job(policy, deadline, requester, collected, profile, skippable)
+        if reads_classifier(policy, shadow):
+            job.classifier = self._classifier_for(requester, collected)
         stages: list[Callable[[], Coroutine[Any, Any, None]]] = []
         if item.texts:
             stages.append(lambda: self._timed("text", collected, self._text_parts(item, job)))
@@ -111,24 +129,32 @@ class Pipeline:
                 stages.append(lambda: self._timed("vision", collected, self._vision(item.images, job)))
             if policy.document.ocr.enabled and not self._skip("ocr", self.ocr, requester, skippable, collected):
                 stages.append(lambda: self._ocr_then_text(item.images, job))
-        if len(stages) == 1:  # a text-only item: no task group and no task of its own (per item)
-            await stages[0]()
-        elif stages:
-            try:
-                async with asyncio.TaskGroup() as group:
-                    for stage in stages:
-                        group.create_task(stage())
-            except BaseExceptionGroup as group_error:
-                raise group_error.exceptions[0] from None
+        await _concurrently([stage() for stage in stages])
         started = time.monotonic()
-        signals = Signals(collected.texts, collected.images, collected.ocr_lines, collected.failures)
+        signals = Signals(collected.texts, collected.images, collected.ocr_lines, collected.failures, collected.classified)
         verdict = evaluate(policy, signals, collected.matchable)
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
         shadow_verdict = evaluate(shadow, signals, collected.matchable) if shadow is not None else None
+        classifier_models = collected.models.pop(CLASSIFIER_STAGES[0], None)
+        if classifier_models:
+            self.classifier_models[requester.tenant] = classifier_models
         self.models.update(collected.models)  # the versions the services named last (a swap shows here)
         used = [m for stage in (*self._text_models(job), "vision", "ocr") if self._used(stage, item, policy)
                 for m in collected.models.get(stage) or self.models.get(stage, [])]
+        if policy.document.tenant_classifier is not None and classifier_models:
+            used.extend(classifier_models)
         return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
+
+    def _classifier_for(self, requester: Requester, collected: _Collected) -> ModalityDispatcher | None:
+        """The dispatcher of the requesting tenant's classifier, or None with a `classifier` stage failure."""
+        reason = "this router serves no tenant classifiers"
+        if self.classifiers is not None:
+            try:
+                return self.classifiers(requester.tenant)
+            except ValueError as error:
+                reason = str(error)
+        collected.failures.append(StageFailure(CLASSIFIER_STAGES[0], reason))
+        return None
 
     def _semantic_for(self, job: _Job) -> ModalityDispatcher | None:
         """The semantic dispatcher, or None when there is none or it is skipped for this item under
@@ -192,7 +218,28 @@ class Pipeline:
 
     async def _score_texts(self, texts: list[MatchableText], job: _Job, stage: str = "text") -> None:
         """Score `texts` by the job's profile and add their findings. `stage` ("text" or "ocr_text") names
-        the first pass; a failed balanced second pass is the stage `<stage>_semantic`."""
+        the first pass; a failed balanced second pass is the stage `<stage>_semantic`. With the job's
+        tenant classifier, it scores the same texts concurrently (stage `classifier` / `ocr_text_classifier`)."""
+        if job.classifier is None:
+            await self._score_by_models(texts, job, stage)
+            return
+        classifier_stage = CLASSIFIER_STAGES[0] if stage == "text" else CLASSIFIER_STAGES[1]
+        await _concurrently([self._score_by_models(texts, job, stage),
+                             self._classify(job.classifier, texts, job, classifier_stage)])
+
+    async def _classify(self, classifier: ModalityDispatcher, texts: Sequence[MatchableText], job: _Job, stage: str) -> None:
+        """The tenant classifier's scores for `texts` (a failure is the stage `stage`, handled by the policy)."""
+        collected = job.collected
+
+        async def score() -> None:
+            rows = await classifier.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
+            for (part_index, text, line), scores in zip(texts, _decoded(rows, classifier_contract.decode_row)):
+                collected.classified.append(ClassifierFinding(part_index, line, text, classifier.upstream.model, scores))
+            _note_models(collected, CLASSIFIER_STAGES[0], rows)
+        await self._timed(stage, collected, self._guarded(stage, collected, score()))
+
+    async def _score_by_models(self, texts: list[MatchableText], job: _Job, stage: str) -> None:
+        """Score `texts` by the text model(s) of the job's profile (see `_score_texts`)."""
         first = (self._semantic_for(job) if job.profile == "accurate" else None) or self.text
         rows = await self._text_rows(first, texts, job)
         policy = job.policy
@@ -245,6 +292,25 @@ class Pipeline:
             await self._timed("ocr_text", collected,
                               self._guarded("ocr_text", collected, self._score_texts(readable, job, "ocr_text")))
             collected.matchable.extend(readable)
+
+
+def reads_classifier(policy: CompiledPolicy, shadow: CompiledPolicy | None) -> bool:
+    """Whether `policy` or its shadow candidate reads the tenant's own classifier."""
+    return policy.document.tenant_classifier is not None or (shadow is not None and shadow.document.tenant_classifier is not None)
+
+
+async def _concurrently(work: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Run `work` together; the first error cancels the rest and is raised as itself. One item runs inline
+    (no task of its own: the common text-only item)."""
+    if len(work) == 1:
+        await work[0]
+    elif work:
+        try:
+            async with asyncio.TaskGroup() as group:
+                for coroutine in work:
+                    group.create_task(coroutine)
+        except BaseExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None
 
 
 def text_finding(text: MatchableText, row: text_contract.TextRow) -> TextFinding:

@@ -19,8 +19,12 @@ Example (`config/policies/default.yaml`)::
       actions: {low: review, medium: block, high: block}
       custom:
         brand_safety: {severity: high, terms: ["competitor-x"]}
-    failure: {text: closed, vision: open, ocr: open, model_unloaded: closed}
+    failure: {text: closed, vision: open, ocr: open, classifier: open, model_unloaded: closed}
     audit: {include_content: false}   # the audit log keeps no raw text unless this is true
+
+A policy may also read the requesting tenant's own classifier (`tenant_classifier: {mode: add}`,
+`TenantClassifierUse`; docs/tenant-classifiers.md) and set thresholds on the custom categories it was
+trained for (`categories: {custom.crypto_scam: {review: 0.5, block: 0.9}}`).
 
 Old (taxonomy 1) files keep loading: `services.router.policy_migration` (docs/taxonomy.md, "Migration").
 """
@@ -34,7 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, Mapping
 
 from services.common.config import FieldError
-from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX
+from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX, is_well_formed_custom_category
 from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.router.policy_migration import migrate_categories
 
@@ -171,6 +175,10 @@ class FailureModes:
     text: FailureMode = "closed"
     vision: FailureMode = "open"
     ocr: FailureMode = "open"
+    #: The tenant's own classifier (`tenant_classifier`): `open` (default) answers with the shipped
+    #: models alone. Its mode applies whether the classifier failed or is not loaded (`model_unloaded`
+    #: does not apply to it: a tenant without a classifier must not send everything to REVIEW).
+    classifier: FailureMode = "open"
     model_unloaded: Literal["closed", "stage"] = "closed"
 
 
@@ -193,6 +201,23 @@ class AuditRules:
 
 
 @dataclass(frozen=True)
+class TenantClassifierUse:
+    """Read the requesting tenant's own classifier: the model `classifier.<tenant>` on the text service,
+    trained from its labelled examples with `auditmesh classifier train` (docs/tenant-classifiers.md).
+    Always the tenant's own: a policy cannot name another tenant's classifier, so a policy shared by
+    several tenants reads each one's own.
+
+    Every text part and readable OCR line goes to it beside the text models. `mode` says what its score
+    does for a built-in category it was trained for: `add` takes the higher of the shipped model's score
+    and the classifier's; `replace` takes the classifier's alone. A custom category (`custom.<name>`)
+    has only the classifier's score. A category acts through the thresholds in `categories` (one
+    without thresholds is reported, never acts). To try a classifier before it acts, put the policy
+    version that uses it in shadow or canary (docs/policy-lifecycle.md)."""
+
+    mode: Literal["add", "replace"] = "add"
+
+
+@dataclass(frozen=True)
 class PolicyDocument:
     """The YAML document, as validated."""
 
@@ -206,16 +231,18 @@ class PolicyDocument:
     failure: FailureModes = field(default_factory=FailureModes)
     ocr: OcrRules = field(default_factory=OcrRules)
     audit: AuditRules = field(default_factory=AuditRules)
+    tenant_classifier: TenantClassifierUse | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"name must be letters, digits, '-' and '_', got {self.name!r}")
         if not self.version:
             raise ValueError("version must not be empty")
-        unknown = [c for c in self.categories if c not in CATEGORIES]
+        unknown = [c for c in self.categories if c not in CATEGORIES and not is_well_formed_custom_category(c)]
         if unknown:
             raise FieldError(f"categories.{unknown[0]}", f"not a taxonomy category; expected one of {sorted(CATEGORIES)} "
-                                                         f"(docs/taxonomy.md)")
+                                                         f"(docs/taxonomy.md) or {CUSTOM_PREFIX}<name> (lower-case "
+                                                         f"letters, digits, underscores)")
 
 
 @dataclass(frozen=True)

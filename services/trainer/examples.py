@@ -17,19 +17,17 @@ Example::
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from services.common.taxonomy import CUSTOM_PREFIX, TEXT_CATEGORIES
+from services.common.taxonomy import TEXT_CATEGORIES, is_well_formed_custom_category
 
 __all__ = ["MAX_EXAMPLES", "MAX_TEXT_CHARS", "Example", "ExamplesError", "check_category", "parse_lines", "read_examples"]
 
 #: Bounds on one import: a file beyond them is refused with a message, not read into memory unbounded.
 MAX_EXAMPLES = 200_000
 MAX_TEXT_CHARS = 20_000
-_CUSTOM_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 
 
 class ExamplesError(ValueError):
@@ -54,7 +52,7 @@ def check_category(name: str) -> str:
     """
     if name in TEXT_CATEGORIES:
         return name
-    if name.startswith(CUSTOM_PREFIX) and _CUSTOM_NAME.fullmatch(name[len(CUSTOM_PREFIX):]):
+    if is_well_formed_custom_category(name):
         return name
     raise ExamplesError(f"unknown category {name!r}: use one of {', '.join(TEXT_CATEGORIES)} or custom.<name> "
                         f"(lower-case letters, digits, underscores)")

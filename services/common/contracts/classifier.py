@@ -21,17 +21,24 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Mapping
 
+import numpy as np
+
+from services.common.contracts.rows import MalformedRowError, row_bytes
 from services.common.contracts.tensors import TensorSpec
 
-__all__ = ["INPUT", "MODEL_PREFIX", "OUTPUT", "OUTPUTS", "decode_scores", "encode_scores", "model_name"]
+__all__ = ["INPUT", "MODEL_PREFIX", "OUTPUT", "OUTPUTS", "ROUTER_OUTPUTS", "decode_row", "decode_scores", "encode_scores",
+           "model_name"]
 
 MODEL_PREFIX = "classifier."
 INPUT = TensorSpec("TEXT", "BYTES", (1,))
 OUTPUT = TensorSpec("SCORES", "BYTES", (1,))
 OUTPUTS = (OUTPUT,)
+#: The outputs the router asks for.
+ROUTER_OUTPUTS: tuple[str, ...] = (OUTPUT.name,)
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
@@ -61,3 +68,16 @@ def decode_scores(value: bytes) -> dict[str, tuple[float, bool]]:
         return {str(c): (float(v["score"]), bool(v["flagged"])) for c, v in document.items()}
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         raise ValueError(f"SCORES: not a classifier scores object ({error})") from None
+
+
+def decode_row(row: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """{category: score} of one response row (the router's view); MalformedRowError when the row breaks the
+    contract, including a score that is not a number in 0..1."""
+    try:
+        scores = decode_scores(row_bytes(row, OUTPUT.name))
+    except ValueError as error:
+        raise MalformedRowError(str(error)) from None
+    bad = [c for c, (score, _) in scores.items() if not (math.isfinite(score) and 0.0 <= score <= 1.0)]
+    if bad:
+        raise MalformedRowError(f"output {OUTPUT.name!r}: the score of {bad[0]!r} is not in 0..1")
+    return {category: score for category, (score, _) in scores.items()}

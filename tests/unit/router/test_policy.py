@@ -26,6 +26,11 @@ def test_shipped_policies_load(tmp_path: Path) -> None:
     ("name: p\nversion: '1'\ncategories: {hate: {block: 1.5}}\n", "categories.hate", "between 0 and 1"),
     ("name: p\nversion: '1'\ncategories: {gore: {block: 0.5}}\n", "categories.gore", "not a taxonomy category"),
     ("name: p\nversion: '1'\nfailure: {vision: maybe}\n", "failure.vision", "must be one of ['open', 'closed']"),
+    ("name: p\nversion: '1'\ncategories: {custom.Crypto-Scam: {block: 0.5}}\n", "categories.custom.Crypto-Scam",
+     "custom.<name> (lower-case"),
+    ("name: p\nversion: '1'\ntenant_classifier: {mode: overwrite}\n", "tenant_classifier.mode",
+     "must be one of ['add', 'replace']"),
+    ("name: p\nversion: '1'\nfailure: {classifier: maybe}\n", "failure.classifier", "must be one of ['open', 'closed']"),
     ("name: p\nversion: '1'\nblocklist: {custom: {brand: {terms: []}}}\n", "blocklist.custom.brand", "at least one term"),
     ("name: other\nversion: '1'\n", "name", "must equal 'p', got 'other'"),  # the file name is the policy's
     ("name: p\n", "version", "required key is missing"),
