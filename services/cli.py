@@ -5,12 +5,14 @@
     auditmesh classifier train --examples labels.jsonl --tenant acme --out classifiers/acme
     auditmesh classifier score --classifier classifiers/acme --text "free airdrop, connect your wallet"
     auditmesh classifier evaluate --classifier classifiers/acme --examples test.jsonl
+    auditmesh classifier activate --classifier classifiers/acme --policy default --shadow|--canary PCT|--full
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import sys
 import uuid
@@ -60,6 +62,36 @@ def build_parser() -> argparse.ArgumentParser:
                                   "JSONL file the classifier was not trained on")
     evaluate.add_argument("--classifier", type=Path, required=True, help="the classifier directory")
     evaluate.add_argument("--examples", type=Path, required=True, help="the labelled JSONL file")
+    activate = actions.add_parser("activate", help="load a classifier on the text service and put a new version of "
+                                  "the tenant's policy that reads it: as a shadow canary, a canary, or active for "
+                                  "that tenant")
+    activate.add_argument("--classifier", type=Path, required=True,
+                          help="the classifier directory (inside the text service's tenant_classifiers folder)")
+    activate.add_argument("--policy", required=True, help="the tenant's policy the new version is derived from")
+    stage = activate.add_mutually_exclusive_group(required=True)
+    stage.add_argument("--shadow", action="store_true", help="score every item of the tenant, never act; "
+                       "GetCanary counts the disagreements")
+    stage.add_argument("--canary", type=float, metavar="PCT", help="act on PCT %% of the tenant's items, with "
+                       "automatic rollback")
+    stage.add_argument("--full", action="store_true", help="make it the tenant's active version")
+    activate.add_argument("--mode", choices=["add", "replace"], default="add",
+                          help="for built-in categories: the higher of the shipped model's and the classifier's "
+                          "score (add, default), or the classifier's (replace)")
+    activate.add_argument("--text", default="127.0.0.1:8101", help="the text service's KServe address, plaintext "
+                          "(default 127.0.0.1:8101, make run's)")
+    activate.add_argument("--admin", default="127.0.0.1:8105", help="the router's PolicyAdmin address "
+                          "(default 127.0.0.1:8105)")
+    activate.add_argument("--admin-key", default=os.environ.get("AUDITMESH_ADMIN_KEY", ""),
+                          help="a PolicyAdmin key allowed for the tenant (default: env AUDITMESH_ADMIN_KEY)")
+    activate.add_argument("--internal-secret-file", type=Path,
+                          default=Path(os.environ.get("AUDITMESH_INTERNAL_SECRET_FILE", "var/secrets/internal.secret")),
+                          help="the mesh's internal secret, for KServe calls (default: env AUDITMESH_INTERNAL_SECRET, "
+                          "else AUDITMESH_INTERNAL_SECRET_FILE, else make run's var/secrets/internal.secret)")
+    activate.add_argument("--internal-admin-secret-file", type=Path,
+                          default=Path(os.environ.get("AUDITMESH_INTERNAL_ADMIN_SECRET_FILE", "var/secrets/internal-admin.secret")),
+                          help="the mesh's internal admin secret, for RepositoryModelLoad (default: env "
+                          "AUDITMESH_INTERNAL_ADMIN_SECRET, else AUDITMESH_INTERNAL_ADMIN_SECRET_FILE, else make run's "
+                          "var/secrets/internal-admin.secret)")
     return parser
 
 
@@ -144,6 +176,8 @@ def classifier(args: argparse.Namespace) -> int:
     from services.trainer.train import TrainConfig, TrainingError
 
     try:
+        if args.action == "activate":
+            return _activate(args)
         if args.action == "train":
             out = train_from_file(args.examples, tenant=args.tenant, out=args.out,
                                   config=TrainConfig(holdout=args.holdout, seed=args.seed), threads=args.threads,
@@ -155,6 +189,35 @@ def classifier(args: argparse.Namespace) -> int:
     except (ExamplesError, TrainingError, ArtifactError, ValueError) as error:
         print(f"auditmesh classifier {args.action}: {error}", file=sys.stderr)
         return 2
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    return 0
+
+
+def _activate(args: argparse.Namespace) -> int:
+    """`auditmesh classifier activate` (services/trainer/activate.py)."""
+    from services.trainer.activate import Activation, ActivationError, Endpoints, InternalSecrets, Stage, activate
+
+    if not args.admin_key:
+        print("auditmesh classifier activate: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key "
+              "allowed for the tenant)", file=sys.stderr)
+        return 2
+    secrets_read = []
+    for variable, path in (("AUDITMESH_INTERNAL_SECRET", args.internal_secret_file),
+                           ("AUDITMESH_INTERNAL_ADMIN_SECRET", args.internal_admin_secret_file)):
+        try:
+            secrets_read.append(os.environ.get(variable) or path.read_text(encoding="utf-8").strip())
+        except OSError as error:
+            print(f"auditmesh classifier activate: cannot read {path}: {error.strerror} (set {variable}[_FILE] or "
+                  f"pass the file)", file=sys.stderr)
+            return 2
+    stage: Stage = "shadow" if args.shadow else "full" if args.full else "canary"
+    try:
+        out = activate(args.classifier, Activation(args.policy, stage, args.canary if stage == "canary" else 10.0, args.mode),
+                       Endpoints(args.text, args.admin), admin_key=args.admin_key,
+                       internal=InternalSecrets(*secrets_read))
+    except ActivationError as error:
+        print(f"auditmesh classifier activate: {error}", file=sys.stderr)
+        return 1
     print(json.dumps(out, indent=1, ensure_ascii=False))
     return 0
 

@@ -37,6 +37,8 @@ class TenantClassifierModel:
 
     platform = "auditmesh_tenant_classifier"
     max_batch_size = 64
+    #: Its version is the classifier's (a digest of what it was trained from), also after a hot reload.
+    versioned_by_content = True
     inputs: Sequence[TensorSpec] = (contract.INPUT,)
     outputs: Sequence[TensorSpec] = contract.OUTPUTS
 

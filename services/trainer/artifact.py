@@ -26,15 +26,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from services.common.contracts.classifier import MANIFEST_FILE
 from services.text.multilingual import DIMENSION, ENCODER
 from services.trainer.examples import Example, check_category
 from services.trainer.features import CharNgrams, Encoder, Featurizer
 from services.trainer.train import Trained
 
-__all__ = ["ArtifactError", "LoadedClassifier", "digest", "load", "save"]
+__all__ = ["ArtifactError", "LoadedClassifier", "digest", "load", "read_manifest", "save"]
 
 HEADS_FILE = "heads.npz"
-MANIFEST_FILE = "classifier.json"
 FORMAT = 1
 
 
@@ -110,6 +110,19 @@ class LoadedClassifier:
     def flagged(self, texts: Sequence[str], encoder: Encoder) -> dict[str, np.ndarray]:
         """Per category, whether each text reaches the category's threshold."""
         return self.flags(self.probabilities(texts, encoder))
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """`directory`'s manifest as written (nothing checked: `load` checks), e.g. to find a tenant's
+    classifier among several; ArtifactError when it cannot be read."""
+    path = directory / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise ArtifactError(f"{path}: cannot read the manifest ({error})") from None
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{path}: not a JSON object")
+    return manifest
 
 
 def load(directory: Path) -> LoadedClassifier:

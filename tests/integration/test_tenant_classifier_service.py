@@ -1,8 +1,9 @@
-"""A tenant classifier trained with `auditmesh classifier train` is served by a real text service process
-(KServe v2 over gRPC on loopback) beside the text models, as `classifier.<tenant>` at its version; a real
-router reads it for a policy that says `tenant_classifier`: first as a shadow canary (counted, not acting),
-then active (it blocks on the custom category, cites the classifier, names its version), and a tenant
-never reads another tenant's classifier."""
+"""A tenant classifier trained with `auditmesh classifier train` while the mesh serves is put to work by
+`auditmesh classifier activate` without a restart: a real text service process loads it (KServe
+RepositoryModelLoad) beside the text models as `classifier.<tenant>` at its version; a real router reads it
+for the new policy version: first as a shadow canary (counted, not acting), then active for that tenant
+(it reviews on the custom category, cites the classifier, names its version); and a tenant never reads
+another tenant's classifier."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from services.common.contracts.classifier import decode_scores
+from services.common.internal_auth import ADMIN_SECRET_HEADER, SECRET_HEADER
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
+from services.trainer.activate import Activation, ActivationError, Endpoints, InternalSecrets, activate
 from services.trainer.commands import train_from_file
 from tests.stubs import MeshTritonClient
 from tests.unit.trainer.conftest import labelled
@@ -52,64 +55,72 @@ def category(response: pb.ModerateResponse, name: str) -> pb.CategoryResult | No
     return next((c for c in response.categories if c.category == name), None)
 
 
-def test_the_text_service_serves_a_trained_tenant_classifier(tmp_path: Path) -> None:
-    examples = tmp_path / "labels.jsonl"
-    examples.write_text("".join(json.dumps({"text": e.text, "labels": dict(e.labels)}) + "\n" for e in labelled(240)),
-                        encoding="utf-8")
-    summary = train_from_file(examples, tenant="acme", out=tmp_path / "classifiers" / "acme", nice=0)
+def test_a_classifier_trained_after_start_is_loaded_tried_in_shadow_then_acts(tmp_path: Path) -> None:
+    classifiers = tmp_path / "classifiers"
+    classifiers.mkdir()
     config = tmp_path / "config"
     shutil.copytree(ROOT / "config", config)
     text_yaml = (config / "text.yaml").read_text(encoding="utf-8")
-    assert 'tenant_classifiers: ""' in text_yaml
-    (config / "text.yaml").write_text(text_yaml.replace('tenant_classifiers: ""',
-                                                        f"tenant_classifiers: {tmp_path / 'classifiers'}"),
+    assert "tenant_classifiers: var/classifiers" in text_yaml
+    (config / "text.yaml").write_text(text_yaml.replace("tenant_classifiers: var/classifiers", f"tenant_classifiers: {classifiers}"),
                                       encoding="utf-8")
-    text = Mesh(base_port=free_base_port(), config_dir=config)
-    text.start_service("text")
+    mesh = Mesh(base_port=free_base_port(), config_dir=config)
+    router = mesh.routers[0]
     try:
-        text.wait_serving("text", 120.0)
-        client = MeshTritonClient(triton.InferenceServerClient(text.address("text")), text.internal_metadata())
+        mesh.start_services(["text", router], 120.0)
+        # Trained while the mesh serves, then put to work without a restart (auditmesh classifier activate).
+        examples = tmp_path / "labels.jsonl"
+        examples.write_text("".join(json.dumps({"text": e.text, "labels": dict(e.labels)}) + "\n" for e in labelled(240)),
+                            encoding="utf-8")
+        summary = train_from_file(examples, tenant="acme", out=classifiers / "acme", nice=0)
+        endpoints = Endpoints(mesh.address("text"), mesh.admin_address)
+        secret = InternalSecrets(dict(mesh.internal_metadata())[SECRET_HEADER],
+                                 dict(mesh.internal_metadata(admin=True))[ADMIN_SECRET_HEADER])
+        with pytest.raises(ActivationError, match="loading classifier.acme .*UNAUTHENTICATED"):
+            activate(classifiers / "acme", Activation("default", "shadow"), endpoints, admin_key="demo-admin-key",
+                     internal=InternalSecrets(secret.service, "not-the-mesh-secret-at-all"))
+        shadow = activate(classifiers / "acme", Activation("default", "shadow"), endpoints, admin_key="demo-admin-key",
+                          internal=secret)
+        assert shadow["policy_version"] == f"{shadow['base_version']}+clf-{summary['version']}"
+
+        client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
         assert client.get_model_metadata("classifier.acme").versions == [summary["version"]]
         tensor = triton.InferInput("TEXT", [2, 1], "BYTES")
         tensor.set_data_from_numpy(np.array([[b"claim free crypto airdrop token dm"], [b"see you at lunch tomorrow"]],
                                             dtype=object))
-        scores = client.infer("classifier.acme", [tensor]).as_numpy("SCORES")
-        rows = [decode_scores(value[0]) for value in scores]
+        rows = [decode_scores(value[0]) for value in client.infer("classifier.acme", [tensor]).as_numpy("SCORES")]
         assert [r["custom.crypto_scam"][1] for r in rows] == [True, False]
         assert client.is_model_ready("text_moderation")  # the text models are served beside it
-        router = text.routers[0]
-        text.start_service(router)
-        text.wait_serving(router, 120.0)
-        with grpc.insecure_channel(text.address(router)) as public, grpc.insecure_channel(text.admin_address) as admin_channel:
-            stub, admin = pb_grpc.ModerationServiceStub(public), apb_grpc.PolicyAdminStub(admin_channel)
-            _shadow_then_active(stub, admin, config, summary["version"])
+
+        with grpc.insecure_channel(mesh.address(router)) as public, grpc.insecure_channel(mesh.admin_address) as channel:
+            stub, admin = pb_grpc.ModerationServiceStub(public), apb_grpc.PolicyAdminStub(channel)
+            _shadow_counts_then_full_acts(stub, admin, endpoints, secret, summary["version"], classifiers / "acme")
             _other_tenants_never_read_it(stub, admin, config)
     finally:
-        text.stop()
+        mesh.stop()
 
 
-def _shadow_then_active(stub: pb_grpc.ModerationServiceStub, admin: apb_grpc.PolicyAdminStub, config: Path,
-                        version: str) -> None:
-    """acme's default policy, as a version that blocks custom.crypto_scam >= 0.5: shadow first, then active."""
-    candidate = reading_policy(config / "policies" / "default.yaml", "with-classifier", {"block": 0.5})
-    admin.PutVersion(apb.PutVersionRequest(kind=apb.POLICY, name="default", content=candidate, activate=False), metadata=ADMIN)
-    admin.StartCanary(apb.StartCanaryRequest(policy="default", candidate_version="with-classifier", percent=100, shadow=True,
-                                             bounds=apb.CanaryBounds(min_samples=1000)), metadata=ADMIN)
+def _shadow_counts_then_full_acts(stub: pb_grpc.ModerationServiceStub, admin: apb_grpc.PolicyAdminStub,
+                                  endpoints: Endpoints, secret: InternalSecrets, version: str, directory: Path) -> None:
+    """In shadow the active version ignores the classifier and the canary counts where the candidate differs;
+    activated for acme (`--full`), it reviews custom.crypto_scam at the classifier's own threshold."""
     shadowed = moderate(stub, "demo-acme-key", SCAM, "shadow-1")
-    assert shadowed.decision != pb.BLOCK and category(shadowed, "custom.crypto_scam") is None  # the active policy ignores it
+    assert category(shadowed, "custom.crypto_scam") is None  # the active policy ignores it
     assert "classifier.acme" not in {m.name for m in shadowed.models}
-    status = admin.GetCanary(apb.GetCanaryRequest(policy="default"), metadata=ADMIN)
-    assert status.shadow_items >= 1 and status.decision_disagreements >= 1  # the candidate would have blocked it
-    admin.StopCanary(apb.StopCanaryRequest(policy="default"), metadata=ADMIN)
-    admin.Activate(apb.ActivateRequest(kind=apb.POLICY, name="default", version="with-classifier"), metadata=ADMIN)
+    status = admin.GetCanary(apb.GetCanaryRequest(policy="default", tenant="acme"), metadata=ADMIN)
+    assert status.running and status.shadow_items >= 1
+    assert any(d.category == "custom.crypto_scam" and "shadow-1" in d.example_item_ids for d in status.disagreements)
+    admin.StopCanary(apb.StopCanaryRequest(policy="default", tenant="acme"), metadata=ADMIN)
+    full = activate(directory, Activation("default", "full"), endpoints, admin_key="demo-admin-key", internal=secret)
 
-    blocked = moderate(stub, "demo-acme-key", SCAM, "active-1")
-    scam = category(blocked, "custom.crypto_scam")
-    assert blocked.policy_version == "with-classifier" and blocked.decision == pb.BLOCK and not blocked.degraded
-    assert scam is not None and scam.action == pb.BLOCK and scam.rule == "categories.custom.crypto_scam.block >= 0.5"
-    cited = [e.text_span for e in blocked.evidence if e.category == "custom.crypto_scam"]
+    flagged = moderate(stub, "demo-acme-key", SCAM, "active-1")
+    scam = category(flagged, "custom.crypto_scam")
+    assert flagged.policy_version == full["policy_version"] and not flagged.degraded
+    assert scam is not None and scam.action == pb.REVIEW and scam.rule.startswith("categories.custom.crypto_scam.review >= ")
+    assert flagged.decision in (pb.REVIEW, pb.BLOCK)
+    cited = [e.text_span for e in flagged.evidence if e.category == "custom.crypto_scam"]
     assert [(span.lexicon, span.start, span.end) for span in cited] == [("classifier.acme", 0, len(SCAM))]
-    assert ("classifier.acme", version) in {(m.name, m.version) for m in blocked.models}
+    assert ("classifier.acme", version) in {(m.name, m.version) for m in flagged.models}
     lunch = moderate(stub, "demo-acme-key", "see you at lunch tomorrow", "active-2")
     calm = category(lunch, "custom.crypto_scam")
     assert lunch.decision == pb.ALLOW and calm is not None and calm.action == pb.ALLOW

@@ -30,10 +30,13 @@ import numpy as np
 from services.common.contracts.rows import MalformedRowError, row_bytes
 from services.common.contracts.tensors import TensorSpec
 
-__all__ = ["INPUT", "MODEL_PREFIX", "OUTPUT", "OUTPUTS", "ROUTER_OUTPUTS", "decode_row", "decode_scores", "encode_scores",
-           "model_name"]
+__all__ = ["INPUT", "MANIFEST_FILE", "MODEL_PREFIX", "OUTPUT", "OUTPUTS", "ROUTER_OUTPUTS", "decode_row", "decode_scores",
+           "encode_scores", "model_name"]
 
 MODEL_PREFIX = "classifier."
+#: The file that makes a directory a classifier (services/trainer/artifact.py writes it; the text service
+#: looks for it without importing the trainer).
+MANIFEST_FILE = "classifier.json"
 INPUT = TensorSpec("TEXT", "BYTES", (1,))
 OUTPUT = TensorSpec("SCORES", "BYTES", (1,))
 OUTPUTS = (OUTPUT,)

@@ -13,7 +13,7 @@ import logging
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from tritonclient.grpc import service_pb2_grpc
 
@@ -24,6 +24,7 @@ from services.common.auth_interceptor import InternalAuthInterceptor
 from services.common.auth_throttle import AuthThrottle
 from services.common.grpc_server import GrpcService
 from services.common.allocator import fix_mmap_threshold
+from services.common.errors import NotFoundError
 from services.common.internal_auth import InternalCredentials
 from services.common.listen_args import add_listen_arguments, apply_listen_arguments
 from services.common.serving.kserve_servicer import KServeServicer, ModelRunner, build_runners, measure_warm, warm_up
@@ -41,6 +42,10 @@ KSERVE_SERVICE = "inference.GRPCInferenceService"
 VERSION = __version__
 
 ModelFactory = Callable[[ModalityServiceConfig], Sequence[ServedModel]]
+#: Loads one model by name on request (RepositoryModelLoad), given the models serving now (whose parts it
+#: may share): a model of its own kind (e.g. `classifier.<tenant>`), or None for a name it does not
+#: handle. NotFoundError when the name is of its kind but nothing can be built for it.
+ModelLoader = Callable[[ModalityServiceConfig, str, Mapping[str, ServedModel]], "ServedModel | None"]
 
 
 def parse_args(service: str, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -72,17 +77,18 @@ def arguments_applied(config: ModalityServiceConfig, args: argparse.Namespace) -
 
 
 def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], *,
-                  factory: ModelFactory | None = None,
+                  factory: ModelFactory | None = None, loader: ModelLoader | None = None,
                   credentials: InternalCredentials | None = None) -> tuple[GrpcService, KServeServicer]:
     """Wire models into a KServe servicer inside a GrpcService (not started), with its own metrics registry.
-    With `factory`, RepositoryModelLoad reloads a model through it (services.common.serving.model_lifecycle).
+    With `factory`, RepositoryModelLoad reloads a model through it (services.common.serving.model_lifecycle);
+    with `loader` too, it also loads the models `loader` builds, including ones the service did not start with.
     With `credentials`, every call but health checks needs the internal secrets (internal_auth)."""
     registry = new_registry(config.service, VERSION)
     metrics = ModelMetrics(registry)
     runners = build_runners(models, config.batching, metrics)
     servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics, limits=config.limits)
     if factory is not None:
-        servicer.lifecycle = _model_lifecycle(config, factory, servicer, metrics)
+        servicer.lifecycle = _model_lifecycle(config, factory, loader, servicer, metrics)
 
     def register(server: object) -> None:
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
@@ -104,9 +110,17 @@ def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], 
     return service, servicer
 
 
-def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, servicer: KServeServicer,
-                     metrics: ModelMetrics) -> ModelLifecycle[ModelRunner]:
+def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, loader: ModelLoader | None,
+                     servicer: KServeServicer, metrics: ModelMetrics) -> ModelLifecycle[ModelRunner]:
+    started_with = set(servicer.runners)
+
     def load(name: str) -> ServedModel:
+        if loader is not None:
+            one = loader(config, name, {n: runner.model for n, runner in servicer.runners.items()})
+            if one is not None:
+                return one
+            if name not in started_with:  # never rebuild every model for a name nothing builds
+                raise NotFoundError(f"model {name!r} is not served by the {config.service} service")
         for model in factory(config):  # each service serves one model, so this builds only what is asked
             if model.name == name:
                 return model
@@ -117,10 +131,11 @@ def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, servi
         runner.batcher.start()
         return runner
 
-    return ModelLifecycle(servicer.runners, load=load, start=start)
+    return ModelLifecycle(servicer.runners, load=load, start=start, open_names=loader is not None)
 
 
-async def _serve(config: ModalityServiceConfig, factory: ModelFactory, credentials: InternalCredentials) -> None:
+async def _serve(config: ModalityServiceConfig, factory: ModelFactory, loader: ModelLoader | None,
+                 credentials: InternalCredentials) -> None:
     models = list(factory(config))
     seconds = warm_up(models)
     # Warm now: what a batch costs, reported to routers (ModelConfig `warmup`) to seed their batch cost.
@@ -130,7 +145,7 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory, credentia
              ", ".join(f"{name} {items} items in {s * 1000:.1f} ms" for name, (items, s) in warm.items()) or "-")
     if credentials.secret is None:
         log.warning("auth.required is false: this port accepts KServe calls without the internal secret")
-    service, servicer = build_service(config, models, factory=factory, credentials=credentials)
+    service, servicer = build_service(config, models, factory=factory, loader=loader, credentials=credentials)
     for name, cost in warm.items():
         servicer.runners[name].warm_cost = cost
     await service.start()
@@ -141,8 +156,9 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory, credentia
     await service.serve_until_signal()
 
 
-def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None = None) -> int:
-    """Run a modality service until SIGTERM. Returns the process exit code."""
+def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None = None, *,
+                 loader: ModelLoader | None = None) -> int:
+    """Run a modality service until SIGTERM (`loader`: see `build_service`). Returns the process exit code."""
     args = parse_args(service, argv)
     configure_logging(service, args.log_level, args.log_format)
     fix_mmap_threshold()  # request buffers and decoded images go back to the system when freed
@@ -154,7 +170,7 @@ def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None
         print(f"{service}: {error}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(config, factory, credentials))
+        asyncio.run(_serve(config, factory, loader, credentials))
     except ModelNotFoundError as error:
         print(f"{service}: {error}", file=sys.stderr)
         return 2

@@ -13,7 +13,12 @@ one serving:
 
 A failure in 1-3 leaves the old version serving and is reported (`ModelLoadError`, which the servicer
 maps to FAILED_PRECONDITION; the reason also shows in RepositoryIndex). The served model's version
-becomes the `version` parameter of the load request, or the previous version + 1. Every inference
+becomes the `version` parameter of the load request, or the previous version + 1; a model whose
+version is a digest of its content (`versioned_by_content`, e.g. a tenant classifier) keeps its own.
+
+With `open_names`, `load` also takes a name the service did not start with (a tenant classifier trained
+after the service started): the loader builds it or raises NotFoundError, and once loaded it is listed,
+reloaded and unloaded like the others. Every inference
 response names the served model version and the versions of the files behind it
 (`models_parameter`), so the router knows which versions answered each item.
 
@@ -93,11 +98,13 @@ class ModelLifecycle(Generic[R]):
     """Loads, switches and unloads the models of one service (see the module docstring)."""
 
     def __init__(self, runners: MutableMapping[str, R], *, load: Callable[[str], ServedModel],
-                 start: Callable[[ServedModel], R], names: Iterable[str] | None = None) -> None:
+                 start: Callable[[ServedModel], R], names: Iterable[str] | None = None,
+                 open_names: bool = False) -> None:
         self.runners = runners
         self._load = load
         self._start = start
         self._names = sorted(names if names is not None else runners)
+        self._open_names = open_names
         self._reasons: dict[str, str] = {}
         self._loading: set[str] = set()
         self._versions = {name: runner.model.version for name, runner in runners.items()}
@@ -115,7 +122,8 @@ class ModelLifecycle(Generic[R]):
 
     async def load(self, name: str, version: str = "") -> str:
         """Load `name` again from the repository and switch to it; returns the new served version."""
-        self._require(name)
+        if not self._open_names:
+            self._require(name)
         async with self._lock:
             old = self.runners.get(name)
             self._loading.add(name)
@@ -123,9 +131,12 @@ class ModelLifecycle(Generic[R]):
                 model = await self._prepare(name, old)
             finally:
                 self._loading.discard(name)
-            model.version = version or next_version(self._versions.get(name, "0"))
+            if not getattr(model, "versioned_by_content", False) or version:
+                model.version = version or next_version(self._versions.get(name, "0"))
             self.runners[name] = self._start(model)
             self._versions[name] = model.version
+            if name not in self._names:
+                self._names = sorted([*self._names, name])
             self._reasons.pop(name, None)
             if old is not None:
                 await old.close()
@@ -139,6 +150,12 @@ class ModelLifecycle(Generic[R]):
             await asyncio.to_thread(verify_files, model)
             await asyncio.to_thread(model.warmup)
             return model
+        except NotFoundError:
+            if name not in self._names:  # a name this service cannot build: NOT_FOUND, nothing recorded
+                raise
+            reason = "load failed: no longer in the repository"
+            self._reasons[name] = reason
+            raise ModelLoadError(f"model {name!r}: {reason}") from None
         except Exception as error:
             keeping = f"version {old.model.version} still serving" if old is not None else "not serving"
             reason = f"load failed: {error}"

@@ -84,7 +84,35 @@ def test_the_text_service_serves_every_classifier_in_its_folder_and_refuses_two_
     shutil.copytree(served.directory, folder / "acme-copy")
     with pytest.raises(ValueError, match="both hold classifier.acme"):
         tenant_classifier_models(folder, encoder)
+    assert tenant_classifier_models(tmp_path / "missing" / "classifiers", encoder) == []  # created, empty
+    assert (tmp_path / "missing" / "classifiers").is_dir()
+    (tmp_path / "a-file").write_text("not a folder")
     with pytest.raises(ValueError, match="is not a directory"):
-        tenant_classifier_models(tmp_path / "missing", encoder)
+        tenant_classifier_models(tmp_path / "a-file", encoder)
     with pytest.raises(ValueError, match="only the text service"):
         ModalityServiceConfig(service="vision", tenant_classifiers=str(folder))
+
+
+def test_repository_model_load_builds_a_tenants_classifier_from_the_folder_as_it_is_now(
+        served: TenantClassifierModel, tmp_path: Path, encoder: MultilingualEncoder) -> None:
+    import shutil
+    from types import SimpleNamespace
+
+    from services.common.errors import NotFoundError
+    from services.common.serving.modality_config import ModalityServiceConfig
+    from services.text.server import load_tenant_classifier
+
+    folder = tmp_path / "classifiers"
+    folder.mkdir()
+    config = ModalityServiceConfig(service="text", tenant_classifiers=str(folder))
+    serving = {"text_moderation": SimpleNamespace(multilingual_encoder=encoder)}
+    assert load_tenant_classifier(config, "text_moderation", serving) is None  # not its kind: the usual reload
+    with pytest.raises(NotFoundError, match="no classifier for tenant 'acme'"):
+        load_tenant_classifier(config, "classifier.acme", serving)
+    shutil.copytree(served.directory, folder / "trained-after-start")  # any directory name: the manifest says whose
+    model = load_tenant_classifier(config, "classifier.acme", serving)
+    assert model is not None and (model.name, model.version) == ("classifier.acme", served.version)
+    with pytest.raises(NotFoundError, match="text_moderation is not serving"):
+        load_tenant_classifier(config, "classifier.acme", {})
+    with pytest.raises(NotFoundError, match="serves no tenant classifiers"):
+        load_tenant_classifier(ModalityServiceConfig(service="text"), "classifier.acme", serving)

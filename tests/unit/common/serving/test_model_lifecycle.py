@@ -127,3 +127,42 @@ def test_versions_and_response_parameter() -> None:
     assert (next_version("1"), next_version("2026-12-01")) == ("2", "2026-12-01.1")
     model = FakeModel(files=(ModelFile("toxicity_en", "3", "p"),))
     assert models_parameter(model) == '[["text_moderation", "1"], ["toxicity_en", "3"]]'
+
+
+@dataclass
+class ContentVersioned(FakeModel):
+    """A model whose version is a digest of its content (a tenant classifier)."""
+
+    name: str = "classifier.acme"
+    version: str = "c-9f2e"
+    versioned_by_content: bool = True
+
+
+async def test_open_names_load_a_model_the_service_did_not_start_with_at_its_own_version() -> None:
+    repository = Repository()
+    runners = {"text_moderation": FakeRunner(FakeModel(), repository.events)}
+    models = ModelLifecycle(runners, load=repository.load, start=repository.start, open_names=True)  # type: ignore[arg-type]
+    repository.next = ContentVersioned()
+    assert await models.load("classifier.acme") == "c-9f2e"  # not "1": the classifier's own version
+    assert [(m.name, m.version, m.state) for m in models.index()] == [("classifier.acme", "c-9f2e", "READY"),
+                                                                      ("text_moderation", "1", "READY")]
+    repository.next = ContentVersioned(version="c-1b7d")  # retrained: a reload serves the new digest
+    assert await models.load("classifier.acme") == "c-1b7d" and repository.events[-1] == "closed c-9f2e"
+    await models.unload("classifier.acme")
+    assert "classifier.acme" not in runners
+
+
+async def test_open_names_answer_not_found_for_a_name_nothing_builds_and_record_nothing() -> None:
+    repository = Repository()
+    runners = {"text_moderation": FakeRunner(FakeModel(), repository.events)}
+    models = ModelLifecycle(runners, load=repository.load, start=repository.start, open_names=True)  # type: ignore[arg-type]
+    repository.next = NotFoundError("model 'classifier.nobody': no classifier for tenant 'nobody'")
+    with pytest.raises(NotFoundError, match="nobody"):
+        await models.load("classifier.nobody")
+    assert [m.name for m in models.index()] == ["text_moderation"]
+
+
+async def test_closed_names_still_refuse_a_name_outside_the_start_set() -> None:
+    models, _ = lifecycle(Repository())
+    with pytest.raises(NotFoundError, match="unknown model"):
+        await models.load("classifier.acme")
