@@ -2,7 +2,9 @@
 
     auditmesh moderate --tenant-key demo-acme-key --text "hello" [--image photo.jpg] [--json]
     auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
+    auditmesh labels import labels.jsonl --tenant acme          # into the router's label store (admin API)
     auditmesh classifier train --examples labels.jsonl --tenant acme --out classifiers/acme
+    auditmesh classifier train --from-router --tenant acme --out var/classifiers/acme
     auditmesh classifier score --classifier classifiers/acme --text "free airdrop, connect your wallet"
     auditmesh classifier evaluate --classifier classifiers/acme --examples test.jsonl
     auditmesh classifier activate --classifier classifiers/acme --policy default --shadow|--canary PCT|--full
@@ -46,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     actions = classifier.add_subparsers(dest="action", required=True)
     train = actions.add_parser("train", help="train from a JSONL file of {\"text\": ..., \"labels\": {category: 0|1}}"
                                " and write the classifier directory (docs/tenant-classifiers.md)")
-    train.add_argument("--examples", type=Path, required=True, help="the labelled JSONL file")
+    source = train.add_mutually_exclusive_group(required=True)
+    source.add_argument("--examples", type=Path, help="the labelled JSONL file")
+    source.add_argument("--from-router", action="store_true", help="the tenant's labels in the router's label store "
+                        "(`auditmesh labels import`, SubmitLabels), read through the PolicyAdmin API")
+    add_admin_arguments(train)
     train.add_argument("--tenant", required=True, help="the tenant the classifier belongs to")
     train.add_argument("--out", type=Path, required=True, help="the classifier directory to write")
     train.add_argument("--holdout", type=float, default=0.2, help="fraction of texts held out for the reported "
@@ -79,10 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "score (add, default), or the classifier's (replace)")
     activate.add_argument("--text", default="127.0.0.1:8101", help="the text service's KServe address, plaintext "
                           "(default 127.0.0.1:8101, make run's)")
-    activate.add_argument("--admin", default="127.0.0.1:8105", help="the router's PolicyAdmin address "
-                          "(default 127.0.0.1:8105)")
-    activate.add_argument("--admin-key", default=os.environ.get("AUDITMESH_ADMIN_KEY", ""),
-                          help="a PolicyAdmin key allowed for the tenant (default: env AUDITMESH_ADMIN_KEY)")
+    add_admin_arguments(activate)
     activate.add_argument("--internal-secret-file", type=Path,
                           default=Path(os.environ.get("AUDITMESH_INTERNAL_SECRET_FILE", "var/secrets/internal.secret")),
                           help="the mesh's internal secret, for KServe calls (default: env AUDITMESH_INTERNAL_SECRET, "
@@ -92,7 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the mesh's internal admin secret, for RepositoryModelLoad (default: env "
                           "AUDITMESH_INTERNAL_ADMIN_SECRET, else AUDITMESH_INTERNAL_ADMIN_SECRET_FILE, else make run's "
                           "var/secrets/internal-admin.secret)")
+    labels = commands.add_parser("labels", help="reviewers' labels in the router's label store (PolicyAdmin API)")
+    label_actions = labels.add_subparsers(dest="action", required=True)
+    imports = label_actions.add_parser("import", help="store a JSONL file of {\"text\": ..., \"labels\": {category: 0|1}}"
+                                       " (optional \"id\") as the tenant's labels; a later label of an id replaces it")
+    imports.add_argument("file", type=Path, help="the labelled JSONL file")
+    imports.add_argument("--tenant", required=True, help="the tenant the labels belong to")
+    imports.add_argument("--reviewer", default="", help="who labelled them (stored with each label)")
+    add_admin_arguments(imports)
     return parser
+
+
+def add_admin_arguments(parser: argparse.ArgumentParser) -> None:
+    """--admin and --admin-key, for commands that call the router's PolicyAdmin API."""
+    parser.add_argument("--admin", default="127.0.0.1:8105", help="the router's PolicyAdmin address, plaintext "
+                        "(default 127.0.0.1:8105)")
+    parser.add_argument("--admin-key", default=os.environ.get("AUDITMESH_ADMIN_KEY", ""),
+                        help="a PolicyAdmin key allowed for the tenant (default: env AUDITMESH_ADMIN_KEY)")
 
 
 def format_response(response: pb.ModerateResponse) -> str:
@@ -165,20 +184,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "classifier":
         return classifier(args)
+    if args.command == "labels":
+        return labels(args)
     return moderate(args)
 
 
 def classifier(args: argparse.Namespace) -> int:
     """`auditmesh classifier train|score|evaluate`: print the JSON result, or the problem and exit 2."""
     from services.trainer.artifact import ArtifactError
-    from services.trainer.commands import evaluate_file, score_texts, train_from_file
+    from services.trainer.commands import evaluate_file, score_texts, train_examples, train_from_file
     from services.trainer.examples import ExamplesError
+    from services.trainer.labels_client import LabelsError, export_examples
     from services.trainer.train import TrainConfig, TrainingError
 
     try:
         if args.action == "activate":
             return _activate(args)
-        if args.action == "train":
+        if args.action == "train" and args.from_router:
+            if not args.admin_key:
+                print("auditmesh classifier train: --from-router needs --admin-key or AUDITMESH_ADMIN_KEY", file=sys.stderr)
+                return 2
+            examples = export_examples(args.tenant, args.admin, admin_key=args.admin_key)
+            print(f"read {len(examples)} labelled items of tenant {args.tenant!r} from the router at {args.admin}",
+                  file=sys.stderr)
+            if args.nice > 0:
+                os.nice(args.nice)
+            out = train_examples(examples, tenant=args.tenant, out=args.out,
+                                 config=TrainConfig(holdout=args.holdout, seed=args.seed), threads=args.threads,
+                                 progress=lambda message: print(message, file=sys.stderr))
+        elif args.action == "train":
             out = train_from_file(args.examples, tenant=args.tenant, out=args.out,
                                   config=TrainConfig(holdout=args.holdout, seed=args.seed), threads=args.threads,
                                   nice=args.nice, progress=lambda message: print(message, file=sys.stderr))
@@ -189,6 +223,31 @@ def classifier(args: argparse.Namespace) -> int:
     except (ExamplesError, TrainingError, ArtifactError, ValueError) as error:
         print(f"auditmesh classifier {args.action}: {error}", file=sys.stderr)
         return 2
+    except LabelsError as error:
+        print(f"auditmesh classifier {args.action}: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    return 0
+
+
+def labels(args: argparse.Namespace) -> int:
+    """`auditmesh labels import`: print the JSON summary, or the problem (exit 2: the file or the arguments;
+    1: a call the router refused)."""
+    from services.trainer.examples import ExamplesError
+    from services.trainer.labels_client import LabelsError, import_labels
+
+    if not args.admin_key:
+        print("auditmesh labels import: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key allowed for "
+              "the tenant)", file=sys.stderr)
+        return 2
+    try:
+        out = import_labels(args.file, args.tenant, args.admin, admin_key=args.admin_key, reviewer=args.reviewer)
+    except ExamplesError as error:
+        print(f"auditmesh labels import: {error}", file=sys.stderr)
+        return 2
+    except LabelsError as error:
+        print(f"auditmesh labels import: {error}", file=sys.stderr)
+        return 1
     print(json.dumps(out, indent=1, ensure_ascii=False))
     return 0
 

@@ -36,6 +36,7 @@ from services.common.tracing.telemetry import install_tracing, shutdown_tracing
 from services.router.control.admin import PolicyAdminServicer
 from services.router.control.admin_auth import AdminKey, AdminAuth
 from services.router.control.audit_store import AuditStore
+from services.router.control.label_store import LabelStore
 from services.router.control.canary import RollbackBounds
 from services.router.control.control import PolicyControl
 from services.router.control.runtime import Snapshot
@@ -221,11 +222,13 @@ class AdminApi:
 @contextlib.asynccontextmanager
 async def admin_api(tmp_path: Path, keys: Sequence[AdminKey]) -> AsyncIterator[AdminApi]:
     """`PolicyAdminServicer` on a loopback port over `open_control(tmp_path)` (tenants a and b, policies
-    default@1 and strict@1) and a fresh audit store, accepting `keys`; stopped and closed on exit."""
+    default@1 and strict@1), a fresh audit store and label store, accepting `keys`; stopped and closed on exit."""
     control, _ = open_control(tmp_path)
     audit = AuditStore(tmp_path / "audit.sqlite")
+    labels = LabelStore(tmp_path / "labels.sqlite")
     server = grpc.aio.server()
-    apb_grpc.add_PolicyAdminServicer_to_server(PolicyAdminServicer(control, audit, AdminAuth(list(keys))), server)
+    apb_grpc.add_PolicyAdminServicer_to_server(PolicyAdminServicer(control, audit, AdminAuth(list(keys)), labels=labels),
+                                               server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
@@ -234,6 +237,7 @@ async def admin_api(tmp_path: Path, keys: Sequence[AdminKey]) -> AsyncIterator[A
     finally:
         await server.stop(None)
         audit.close()
+        labels.close()
 
 
 def admin_key(value: str) -> list[tuple[str, str]]:

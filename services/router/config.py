@@ -127,6 +127,14 @@ class LifecycleConfig:
     admin_keys: tuple[AdminKey, ...] = ()
     admin_keys_file: str = ""
     canary_bounds: RollbackBounds = field(default_factory=RollbackBounds)
+    #: Reviewers' labels per tenant (SubmitLabels, services/router/control/label_store.py); "" = `labels.sqlite`
+    #: beside the policy store.
+    labels_path: str = ""
+
+    @property
+    def labels_file(self) -> str:
+        """Where the label store is: `labels_path`, else beside the policy store."""
+        return self.labels_path or str(Path(self.store_path).parent / "labels.sqlite")
 
     def __post_init__(self) -> None:
         for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s"):

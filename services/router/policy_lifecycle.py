@@ -30,6 +30,7 @@ from services.router.control.admin import ADMIN_SERVICE_NAME, PolicyAdminService
 from services.router.control.admin_auth import AdminAuth, load_admin_keys
 from services.router.control.audit import AuditInput, audit_record
 from services.router.control.audit_store import AuditStore
+from services.router.control.label_store import LabelStore
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
 from services.router.pipeline import Outcome
@@ -48,14 +49,16 @@ __all__ = ["ADMIN_SERVICE_NAME", "PolicyLifecycle"]
 class PolicyLifecycle:
     """See the module docstring."""
 
-    def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditStore, auth: AdminAuth) -> None:
+    def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditStore, auth: AdminAuth, *,
+                 labels: LabelStore | None = None) -> None:
         self.config = config
         self.control = control
         self.audit = audit
         self.auth = auth
+        self.labels = labels
         settings = config.lifecycle
         self.watcher = ConfigWatcher(control, Path(config.policies_dir), Path(config.tenants_file))
-        self.admin = PolicyAdminServicer(control, audit, auth)
+        self.admin = PolicyAdminServicer(control, audit, auth, labels=labels)
         self._watch_interval_s = settings.watch_interval_s
         self._flush_interval_s = settings.audit_flush_interval_s
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -73,7 +76,7 @@ class PolicyLifecycle:
             log.warning("no admin keys configured (lifecycle.admin_keys): the PolicyAdmin API refuses every call")
         audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0,
                            compression=settings.audit_compression)
-        return cls(config, control, audit, auth)
+        return cls(config, control, audit, auth, labels=LabelStore(Path(settings.labels_file)))
 
     @property
     def runtime(self) -> PolicyRuntime:
@@ -150,6 +153,8 @@ class PolicyLifecycle:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.to_thread(self.audit.close)
+        if self.labels is not None:
+            self.labels.close()
         self.control.store.close()
 
     def collector(self) -> Collector:

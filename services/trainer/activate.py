@@ -5,7 +5,8 @@
    admin secret), from the classifier directory in its `tenant_classifiers` folder, without a restart,
    then says which version it serves (ModelMetadata, the internal service secret): it must be this one;
 2. a new version of the tenant's policy reads it (`tenant_classifier`; each custom category the policy
-   has no thresholds for gets `review` at the classifier's own threshold), put through the PolicyAdmin API;
+   has no thresholds for gets `review` at the classifier's own threshold), put through the PolicyAdmin API
+   as the tenant's own version (`<tenant>:<base>+clf-<classifier version>`);
 3. that version runs as a shadow canary (`shadow`: scored and counted, never acting), a canary on a share
    of the tenant's items (`canary`), or becomes the tenant's active version (`full`: the tenant's own
    pointer, so other tenants of the same policy are not affected).
@@ -84,22 +85,25 @@ class InternalSecrets:
         return "InternalSecrets(<hidden>)"
 
 
-def candidate_version(base_version: str, classifier_version: str) -> str:
-    """The new policy version's id: the base version (without the classifier it read, if any) plus the
-    classifier's (at most 64 characters).
+def candidate_version(base_version: str, tenant: str, classifier_version: str) -> str:
+    """The new policy version's id: `<tenant>:` (a tenant's own version: a tenant-scoped admin key may store
+    it, and it is activated or canaried only in that tenant's scope), the base version without an earlier
+    tenant prefix or classifier, then the classifier's version; at most 64 characters.
 
     Example::
 
-        >>> candidate_version("2026-12-02.1", "9f2e1b7d0c4a")
-        '2026-12-02.1+clf-9f2e1b7d0c4a'
-        >>> candidate_version("2026-12-02.1+clf-9f2e1b7d0c4a", "0b1c2d3e4f5a")
-        '2026-12-02.1+clf-0b1c2d3e4f5a'
+        >>> candidate_version("2026-12-02.1", "acme", "9f2e1b7d0c4a")
+        'acme:2026-12-02.1+clf-9f2e1b7d0c4a'
+        >>> candidate_version("acme:2026-12-02.1+clf-9f2e1b7d0c4a", "acme", "0b1c2d3e4f5a")
+        'acme:2026-12-02.1+clf-0b1c2d3e4f5a'
     """
-    suffix = f"{CLASSIFIER_MARK}{classifier_version}"
-    return base_version.split(CLASSIFIER_MARK)[0][:64 - len(suffix)] + suffix
+    prefix, suffix = f"{tenant}:", f"{CLASSIFIER_MARK}{classifier_version}"
+    base = base_version.split(CLASSIFIER_MARK)[0]
+    base = base[len(prefix):] if base.startswith(prefix) else base
+    return prefix + base[:64 - len(prefix) - len(suffix)] + suffix
 
 
-def policy_reading(document: dict[str, Any], *, classifier_version: str, thresholds: dict[str, float],
+def policy_reading(document: dict[str, Any], *, tenant: str, classifier_version: str, thresholds: dict[str, float],
                    mode: str = "add") -> dict[str, Any]:
     """A copy of the policy `document` (parsed YAML) as a new version that reads the tenant's classifier:
     `tenant_classifier: {mode}`, and for each custom category in `thresholds` (the classifier's own) that
@@ -108,12 +112,12 @@ def policy_reading(document: dict[str, Any], *, classifier_version: str, thresho
 
     Example::
 
-        >>> policy_reading({"name": "p", "version": "1", "categories": {}}, classifier_version="abc",
+        >>> policy_reading({"name": "p", "version": "1", "categories": {}}, tenant="acme", classifier_version="abc",
         ...                thresholds={"custom.crypto_scam": 0.42, "spam": 0.5})["categories"]
         {'custom.crypto_scam': {'review': 0.42}}
     """
     out = copy.deepcopy(document)
-    out["version"] = candidate_version(str(document.get("version", "")), classifier_version)
+    out["version"] = candidate_version(str(document.get("version", "")), tenant, classifier_version)
     out["tenant_classifier"] = {"mode": mode}
     categories = out.setdefault("categories", {}) or {}
     out["categories"] = categories
@@ -144,7 +148,7 @@ def activate(directory: Path, activation: Activation, endpoints: Endpoints, *, a
         admin = apb_grpc.PolicyAdminStub(channel)
         base = _call(f"reading policy {activation.policy!r} for tenant {tenant!r}", admin.GetVersion,
                      apb.GetVersionRequest(kind=apb.POLICY, name=activation.policy, tenant=tenant), metadata)
-        document = policy_reading(yaml.safe_load(base.content), classifier_version=classifier.version,
+        document = policy_reading(yaml.safe_load(base.content), tenant=tenant, classifier_version=classifier.version,
                                   thresholds=thresholds, mode=activation.mode)
         version = str(document["version"])
         _call(f"putting policy {activation.policy}@{version}", admin.PutVersion,

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from services.trainer.artifact import digest, load, save
-from services.trainer.examples import read_examples
+from services.trainer.examples import Example, read_examples
 from services.trainer.train import TrainConfig, scores_at, train
 
-__all__ = ["evaluate_file", "score_texts", "train_from_file"]
+__all__ = ["evaluate_file", "score_texts", "train_examples", "train_from_file"]
 
 
 def _encoder(threads: int) -> Any:
@@ -37,6 +37,16 @@ def train_from_file(examples_path: Path, *, tenant: str, out: Path, config: Trai
     started = time.perf_counter()
     examples = read_examples(examples_path)
     progress(f"read {len(examples)} examples from {examples_path}")
+    return train_examples(examples, tenant=tenant, out=out, config=config, threads=threads, progress=progress,
+                          started=started)
+
+
+def train_examples(examples: Sequence[Example], *, tenant: str, out: Path, config: TrainConfig = TrainConfig(),
+                   threads: int = 1, progress: Callable[[str], None] = lambda message: None,
+                   started: float | None = None) -> dict[str, Any]:
+    """Train on `examples` (already read: a file, or the router's label store) and save into `out`; the
+    summary `train_from_file` returns."""
+    started = time.perf_counter() if started is None else started
     trained = train(examples, encoder=_encoder(threads), config=config, progress=progress)
     classifier = load(save(trained, out, tenant=tenant, examples_digest=digest(examples)))
     return {"tenant": tenant, "version": classifier.version, "path": str(out), "examples": len(examples),

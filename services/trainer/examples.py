@@ -4,7 +4,8 @@
 
 `labels` maps a built-in text category (`services.common.taxonomy.TEXT_CATEGORIES`) or a custom one
 (`custom.<name>`: lower-case letters, digits and underscores) to 1 (the text is one) or 0 (it is not);
-a category absent from a row is unknown for that row, not negative. Every problem names the file, the
+a category absent from a row is unknown for that row, not negative. An optional `"id"` names the item
+(`auditmesh labels import` stores labels by it). Every problem names the file, the
 line and the key, so a reviewer export can be fixed by hand.
 
 Example::
@@ -36,10 +37,12 @@ class ExamplesError(ValueError):
 
 @dataclass(frozen=True)
 class Example:
-    """One labelled text: its category labels (1 = is, 0 = is not)."""
+    """One labelled text: its category labels (1 = is, 0 = is not), and the platform's id of the item
+    when the file gives one (`"id"`; "" otherwise)."""
 
     text: str
     labels: Mapping[str, int]
+    item_id: str = ""
 
 
 def check_category(name: str) -> str:
@@ -87,7 +90,10 @@ def parse_lines(lines: Iterable[str], source: str = "<examples>") -> list[Exampl
             if value not in (0, 1) or isinstance(value, float):
                 raise ExamplesError(f"{where}: labels.{name}: must be 1 or 0, got {value!r}")
             clean[str(name)] = int(value)
-        examples.append(Example(text, clean))
+        item_id = row.get("id", "")
+        if not isinstance(item_id, str) or len(item_id) > 128 or not item_id.isprintable():
+            raise ExamplesError(f"{where}: 'id' must be a string of at most 128 printable characters")
+        examples.append(Example(text, clean, item_id))
         if len(examples) > MAX_EXAMPLES:
             raise ExamplesError(f"{source}: more than {MAX_EXAMPLES} examples; split the file")
     return examples

@@ -1,4 +1,5 @@
-"""A tenant classifier trained with `auditmesh classifier train` while the mesh serves is put to work by
+"""Reviewers' labels imported into a real router's label store (`auditmesh labels import`, SubmitLabels) train a
+tenant classifier (`auditmesh classifier train --from-router`, ExportLabels) while the mesh serves; it is put to work by
 `auditmesh classifier activate` without a restart: a real text service process loads it (KServe
 RepositoryModelLoad) beside the text models as `classifier.<tenant>` at its version; a real router reads it
 for the new policy version: first as a shadow canary (counted, not acting), then active for that tenant
@@ -26,14 +27,15 @@ from services.common.internal_auth import ADMIN_SECRET_HEADER, SECRET_HEADER
 from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
 from services.trainer.activate import Activation, ActivationError, Endpoints, InternalSecrets, activate
-from services.trainer.commands import train_from_file
+from services.trainer.commands import train_examples
+from services.trainer.labels_client import export_examples, import_labels
 from tests.stubs import MeshTritonClient
 from tests.unit.trainer.conftest import labelled
 
 pytestmark = pytest.mark.slow
 
 ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo admin key
-SCAM = "we see you at the token giveaway tomorrow"
+SCAM = "claim free crypto airdrop token dm"
 
 
 def reading_policy(path: Path, version: str, thresholds: dict[str, float]) -> str:
@@ -72,7 +74,13 @@ def test_a_classifier_trained_after_start_is_loaded_tried_in_shadow_then_acts(tm
         examples = tmp_path / "labels.jsonl"
         examples.write_text("".join(json.dumps({"text": e.text, "labels": dict(e.labels)}) + "\n" for e in labelled(240)),
                             encoding="utf-8")
-        summary = train_from_file(examples, tenant="acme", out=classifiers / "acme", nice=0)
+        imported = import_labels(examples, "acme", mesh.admin_address, admin_key="demo-admin-key", reviewer="rev-1")
+        assert (imported["added"], imported["tenant_total"]) == (240, 240)  # the router's label store keeps them
+        again = import_labels(examples, "acme", mesh.admin_address, admin_key="demo-admin-key")
+        assert (again["added"], again["replaced"], again["tenant_total"]) == (0, 240, 240)  # by item id: no duplicates
+        stored = export_examples("acme", mesh.admin_address, admin_key="demo-admin-key")
+        assert sorted((e.text, dict(e.labels)) for e in stored) == sorted((e.text, dict(e.labels)) for e in labelled(240))
+        summary = train_examples(stored, tenant="acme", out=classifiers / "acme")
         endpoints = Endpoints(mesh.address("text"), mesh.admin_address)
         secret = InternalSecrets(dict(mesh.internal_metadata())[SECRET_HEADER],
                                  dict(mesh.internal_metadata(admin=True))[ADMIN_SECRET_HEADER])
@@ -81,7 +89,7 @@ def test_a_classifier_trained_after_start_is_loaded_tried_in_shadow_then_acts(tm
                      internal=InternalSecrets(secret.service, "not-the-mesh-secret-at-all"))
         shadow = activate(classifiers / "acme", Activation("default", "shadow"), endpoints, admin_key="demo-admin-key",
                           internal=secret)
-        assert shadow["policy_version"] == f"{shadow['base_version']}+clf-{summary['version']}"
+        assert shadow["policy_version"] == f"acme:{shadow['base_version']}+clf-{summary['version']}"
 
         client = MeshTritonClient(triton.InferenceServerClient(mesh.address("text")), mesh.internal_metadata())
         assert client.get_model_metadata("classifier.acme").versions == [summary["version"]]

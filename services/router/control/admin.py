@@ -20,13 +20,14 @@ from auditmesh.v1 import moderation_pb2 as pb
 
 from services.common.auth_guard import AuthGuard
 from services.common.auth_throttle import AuthThrottle
-from services.common.errors import InvalidRequestError, PermissionDeniedError
+from services.common.errors import FailedPreconditionError, InvalidRequestError, NotFoundError, PermissionDeniedError
 from services.common.status import call_status
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import AuditStore
 from services.router.control.canary import CanaryReport, RollbackBounds
+from services.router.control.label_store import DEFAULT_PAGE, Label, LabelStore, Submitted
 from services.router.control.control import PolicyControl
 from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
 from services.router.control.store import CanarySpec, PointerChange, StoredVersion
@@ -41,10 +42,12 @@ KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
 
 class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     def __init__(self, control: PolicyControl, audit: AuditStore, auth: AdminAuth, *,
-                 guard: AuthGuard | None = None) -> None:
+                 guard: AuthGuard | None = None, labels: LabelStore | None = None) -> None:
         self.control = control
         self.audit = audit
         self.auth = auth
+        #: Reviewers' labels (SubmitLabels / ExportLabels); None: those calls answer FAILED_PRECONDITION.
+        self.labels = labels
         #: The failed-auth throttle (the router's main.py gives it one counted in its metrics).
         self.guard = guard or AuthGuard(AuthThrottle(), surface="admin")
 
@@ -163,6 +166,36 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
                                     page_token=request.page_token)
         records, token = await self._run(context, request.tenant, work)
         return apb.QueryAuditResponse(records=[audit_message(r) for r in records], next_page_token=token)
+
+    async def SubmitLabels(self, request: apb.SubmitLabelsRequest, context: grpc.aio.ServicerContext) -> apb.SubmitLabelsResponse:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; labels are stored one tenant at a time")
+        items = [Label(i.item_id, i.text, {c: int(v) for c, v in i.labels.items()}, i.reviewer, i.labelled_at)
+                 for i in request.items]
+
+        def work(key: AdminKey) -> Submitted:
+            if request.tenant not in self.control.runtime.snapshot.tenants.tenants:
+                raise NotFoundError(f"tenant: no tenant {request.tenant!r} in the active tenants version")
+            return self._label_store().submit(request.tenant, items)
+        done = await self._run(context, request.tenant, work)
+        return apb.SubmitLabelsResponse(added=done.added, replaced=done.replaced, tenant_total=done.tenant_total)
+
+    async def ExportLabels(self, request: apb.ExportLabelsRequest, context: grpc.aio.ServicerContext) -> apb.ExportLabelsResponse:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; labels are read one tenant at a time")
+
+        def work(key: AdminKey) -> tuple[list[Label], str]:
+            return self._label_store().page(request.tenant, limit=request.limit or DEFAULT_PAGE, page_token=request.page_token)
+        labels, token = await self._run(context, request.tenant, work)
+        return apb.ExportLabelsResponse(items=[apb.LabelledItem(item_id=l.item_id, text=l.text,
+                                                                labels={c: bool(v) for c, v in l.labels.items()},
+                                                                reviewer=l.reviewer, labelled_at=l.labelled_at)
+                                               for l in labels], next_page_token=token)
+
+    def _label_store(self) -> LabelStore:
+        if self.labels is None:
+            raise FailedPreconditionError("this router keeps no labels (no label store is open)")
+        return self.labels
 
     # -- conversions -------------------------------------------------------------------------------
 

@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_the_new_version_reads_the_classifier_and_reviews_new_custom_categories_at_its_threshold() -> None:
     shipped = yaml.safe_load((ROOT / "config" / "policies" / "default.yaml").read_text(encoding="utf-8"))
     shipped["categories"]["custom.kept"] = {"block": 0.7}
-    document = policy_reading(shipped, classifier_version="9f2e1b7d0c4a", mode="replace",
+    document = policy_reading(shipped, tenant="acme", classifier_version="9f2e1b7d0c4a", mode="replace",
                               thresholds={"custom.crypto_scam": 0.41234, "custom.kept": 0.2, "spam": 0.3})
-    assert document["version"] == f"{shipped['version']}+clf-9f2e1b7d0c4a"
+    assert document["version"] == f"acme:{shipped['version']}+clf-9f2e1b7d0c4a"
     assert document["tenant_classifier"] == {"mode": "replace"}
     assert document["categories"]["custom.crypto_scam"] == {"review": 0.4123}
     assert document["categories"]["custom.kept"] == {"block": 0.7}  # the policy's own thresholds stay
@@ -31,10 +31,11 @@ def test_the_new_version_reads_the_classifier_and_reviews_new_custom_categories_
     assert compiled.document.tenant_classifier is not None and compiled.document.tenant_classifier.mode == "replace"
 
 
-def test_versions_derive_from_the_base_not_from_an_earlier_classifier_and_fit_64_characters() -> None:
-    assert candidate_version("v1+clf-aaaaaaaaaaaa", "bbbbbbbbbbbb") == "v1+clf-bbbbbbbbbbbb"
-    long = candidate_version("x" * 64, "bbbbbbbbbbbb")
-    assert len(long) == 64 and long.endswith("+clf-bbbbbbbbbbbb")
+def test_versions_are_the_tenants_own_derived_from_the_base_and_fit_64_characters() -> None:
+    assert candidate_version("acme:v1+clf-aaaaaaaaaaaa", "acme", "bbbbbbbbbbbb") == "acme:v1+clf-bbbbbbbbbbbb"
+    assert candidate_version("v1", "globex", "bbbbbbbbbbbb") == "globex:v1+clf-bbbbbbbbbbbb"
+    long = candidate_version("x" * 64, "acme", "bbbbbbbbbbbb")
+    assert len(long) == 64 and long.startswith("acme:xxx") and long.endswith("+clf-bbbbbbbbbbbb")
 
 
 def test_a_canary_share_outside_0_100_is_refused() -> None:

@@ -111,3 +111,36 @@ async def test_canary_through_the_api(admin: AdminApi) -> None:
         grpc.StatusCode.INVALID_ARGUMENT, "percent must be in (0, 100], got 150.0")
     stopped = await stub.StopCanary(apb.StopCanaryRequest(policy="default"), metadata=admin_key(ROOT_KEY))
     assert not stopped.running and stopped.stopped_reason == "stopped by admin key root"
+
+
+async def test_labels_go_in_and_out_one_tenant_at_a_time(admin: AdminApi) -> None:
+    stub = admin.stub
+    item = apb.LabelledItem(item_id="m-1", text="free airdrop, connect your wallet", reviewer="rev-7",
+                            labels={"custom.crypto_scam": True, "spam": False})
+    done = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[item]), metadata=admin_key(SCOPED_KEY))
+    assert (done.added, done.replaced, done.tenant_total) == (1, 0, 1)
+    page = await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=admin_key(ROOT_KEY))
+    assert [(i.item_id, i.text, dict(i.labels), i.reviewer) for i in page.items] == [
+        ("m-1", item.text, {"custom.crypto_scam": True, "spam": False}, "rev-7")]
+    assert not page.next_page_token and page.items[0].labelled_at > 0
+    # a key scoped to tenant a can neither read nor write b's labels; b has none of a's
+    for call in (stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="b", items=[item]), metadata=admin_key(SCOPED_KEY)),
+                 stub.ExportLabels(apb.ExportLabelsRequest(tenant="b"), metadata=admin_key(SCOPED_KEY))):
+        assert (await status_of(call))[0] == grpc.StatusCode.PERMISSION_DENIED
+    assert not (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="b"), metadata=admin_key(ROOT_KEY))).items
+
+
+async def test_bad_labels_are_refused_with_the_item_and_field_named(admin: AdminApi) -> None:
+    stub, root = admin.stub, admin_key(ROOT_KEY)
+    good = apb.LabelledItem(item_id="m-1", text="hi", labels={"spam": False})
+    bad = apb.LabelledItem(item_id="m-2", text="hi", labels={"Spam": True})
+    assert await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[good, bad]), metadata=root)) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "items[1].labels.Spam: unknown category 'Spam': use one of harassment, hate, "
+        "violence, self_harm, sexual, profanity, spam or custom.<name> (lower-case letters, digits, underscores)")
+    assert (await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(items=[good]), metadata=root)))[0] == \
+        grpc.StatusCode.INVALID_ARGUMENT
+    assert await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="nobody", items=[good]), metadata=root)) == (
+        grpc.StatusCode.NOT_FOUND, "tenant: no tenant 'nobody' in the active tenants version")
+    assert (await status_of(stub.ExportLabels(apb.ExportLabelsRequest(tenant="a", page_token="%%"), metadata=root)))[0] == \
+        grpc.StatusCode.INVALID_ARGUMENT
+    assert not (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=root)).items  # nothing stored

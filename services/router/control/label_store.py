@@ -1,0 +1,184 @@
+"""Reviewers' labels per tenant (issue 40): what a platform's reviewers decided about its items, the
+training data of its own classifiers (docs/tenant-classifiers.md). The admin API's SubmitLabels and
+ExportLabels read and write it; `auditmesh labels import` and `classifier train --from-router` use those.
+
+One SQLite file (`lifecycle.labels_path`; default `labels.sqlite` beside the policy store), WAL, created
+0600 (services/router/control/sqlite_wal.py). One row per (tenant, item id): a later label of the same item
+replaces the earlier one, and the row says whose and when. Every statement names one tenant in its SQL
+condition: a tenant never reads, counts or replaces another tenant's labels, and its page tokens are its
+own item ids (nothing about other tenants' volume shows through).
+
+Bounds: `check_items` refuses a malformed item before anything is stored (the message names
+`items[i].field`); a tenant holds at most `max_per_tenant` items (LimitExceededError beyond, nothing of
+that call stored).
+
+Example::
+
+    store = LabelStore(Path("var/labels.sqlite"))
+    store.submit("acme", [Label("m-1", "free airdrop, connect your wallet", {"custom.crypto_scam": 1}, "rev-7", 0.0)])
+    labels, token = store.page("acme", limit=500)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from services.common.errors import InvalidRequestError, LimitExceededError
+from services.router.control.sqlite_wal import open_shared
+from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
+
+__all__ = ["Label", "LabelStore", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted", "check_items"]
+
+#: Items one SubmitLabels call may carry.
+MAX_ITEMS_PER_CALL = 1000
+#: Items one ExportLabels page may return.
+MAX_PAGE = 1000
+DEFAULT_PAGE = 500
+MAX_ID_CHARS = 128
+MAX_CATEGORIES = 32
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS labels (
+    tenant TEXT NOT NULL, item_id TEXT NOT NULL, text TEXT NOT NULL, labels TEXT NOT NULL,
+    reviewer TEXT NOT NULL, labelled_at REAL NOT NULL, PRIMARY KEY (tenant, item_id)) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class Label:
+    """One reviewer's labels of one item: category -> 1 (is) or 0 (is not)."""
+
+    item_id: str
+    text: str
+    labels: Mapping[str, int]
+    reviewer: str = ""
+    labelled_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Submitted:
+    added: int
+    replaced: int
+    tenant_total: int
+
+
+def check_items(items: Sequence[Label]) -> None:
+    """InvalidRequestError naming `items[i].field` for the first item that cannot be stored."""
+    if len(items) > MAX_ITEMS_PER_CALL:
+        raise InvalidRequestError(f"items: {len(items)} items, at most {MAX_ITEMS_PER_CALL} per call; split them")
+    for index, item in enumerate(items):
+        where = f"items[{index}]"
+        if not 1 <= len(item.item_id) <= MAX_ID_CHARS or not item.item_id.isprintable():
+            raise InvalidRequestError(f"{where}.item_id: 1-{MAX_ID_CHARS} printable characters are required")
+        if not item.text.strip():
+            raise InvalidRequestError(f"{where}.text: the item's text is required")
+        if len(item.text) > MAX_TEXT_CHARS:
+            raise InvalidRequestError(f"{where}.text: {len(item.text)} characters, at most {MAX_TEXT_CHARS}")
+        if not 1 <= len(item.labels) <= MAX_CATEGORIES:
+            raise InvalidRequestError(f"{where}.labels: 1-{MAX_CATEGORIES} categories are required")
+        for category, value in item.labels.items():
+            try:
+                check_category(category)
+            except ExamplesError as error:
+                raise InvalidRequestError(f"{where}.labels.{category}: {error}") from None
+            if value not in (0, 1):
+                raise InvalidRequestError(f"{where}.labels.{category}: must be 1 or 0")
+        if len(item.reviewer) > MAX_ID_CHARS or not item.reviewer.isprintable():
+            raise InvalidRequestError(f"{where}.reviewer: at most {MAX_ID_CHARS} printable characters")
+        if item.labelled_at < 0:
+            raise InvalidRequestError(f"{where}.labelled_at: must not be negative")
+
+
+class LabelStore:
+    """See the module docstring. Thread-safe (one connection, one lock): the admin API calls it from
+    worker threads."""
+
+    def __init__(self, path: Path, *, max_per_tenant: int = MAX_EXAMPLES,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.max_per_tenant = max_per_tenant
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db = open_shared(path)
+        self._db.executescript(_SCHEMA)
+
+    def submit(self, tenant: str, items: Sequence[Label]) -> Submitted:
+        """Store `items` for `tenant` in one transaction (all or nothing): `check_items` first, then the
+        tenant's bound (LimitExceededError)."""
+        check_items(items)
+        now = self._clock()
+        latest = {item.item_id: item for item in items}  # the same id twice in one call: the last counts
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # autocommit connection: one explicit transaction, all or nothing
+            try:
+                known = self._existing(tenant, list(latest))
+                total = self.count_locked(tenant)
+                added = len(latest) - len(known)
+                if total + added > self.max_per_tenant:
+                    raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
+                                             f"the limit of {self.max_per_tenant}")
+                self._db.executemany(
+                    "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
+                    "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at",
+                    [(tenant, item.item_id, item.text, json.dumps(dict(sorted(item.labels.items())), separators=(",", ":")),
+                      item.reviewer, item.labelled_at or now) for item in latest.values()])
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            return Submitted(added, len(known), total + added)
+
+    def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]:
+        """`tenant`'s labels in item-id order after `page_token`, at most `limit` (1..MAX_PAGE), and the next
+        token ("" at the end). InvalidRequestError for a bad limit or token."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
+        after = _decode_token(page_token)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? AND item_id > ? "
+                "ORDER BY item_id LIMIT ?", (tenant, after, limit + 1)).fetchall()
+        labels = [Label(item_id, text, json.loads(raw), reviewer, at) for item_id, text, raw, reviewer, at in rows[:limit]]
+        return labels, (_encode_token(labels[-1].item_id) if len(rows) > limit else "")
+
+    def count(self, tenant: str) -> int:
+        """How many items `tenant` has labels for."""
+        with self._lock:
+            return self.count_locked(tenant)
+
+    def count_locked(self, tenant: str) -> int:
+        row = self._db.execute("SELECT COUNT(*) FROM labels WHERE tenant = ?", (tenant,)).fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _existing(self, tenant: str, item_ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(item_ids), 500):  # SQLite's bound on variables per statement
+            chunk = item_ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(row[0] for row in self._db.execute(
+                f"SELECT item_id FROM labels WHERE tenant = ? AND item_id IN ({marks})", (tenant, *chunk)))
+        return found
+
+
+def _encode_token(item_id: str) -> str:
+    return base64.urlsafe_b64encode(item_id.encode("utf-8")).decode("ascii")
+
+
+def _decode_token(token: str) -> str:
+    if not token:
+        return ""
+    try:
+        return base64.b64decode(token.encode("ascii"), altchars=b"-_", validate=True).decode("utf-8")
+    except (ValueError, UnicodeError):
+        raise InvalidRequestError("page_token: not a token this API returned") from None
