@@ -37,6 +37,7 @@ from services.router.control.admin import PolicyAdminServicer
 from services.router.control.admin_auth import AdminKey, AdminAuth
 from services.router.control.audit_store import AuditStore
 from services.router.control.label_store import LabelStore
+from services.router.control.review_queue import ReviewQueue
 from services.router.control.canary import RollbackBounds
 from services.router.control.control import PolicyControl
 from services.router.control.runtime import Snapshot
@@ -217,6 +218,7 @@ class AdminApi:
     stub: apb_grpc.PolicyAdminStub
     audit: AuditStore
     control: PolicyControl
+    reviews: ReviewQueue
 
 
 @contextlib.asynccontextmanager
@@ -226,18 +228,20 @@ async def admin_api(tmp_path: Path, keys: Sequence[AdminKey]) -> AsyncIterator[A
     control, _ = open_control(tmp_path)
     audit = AuditStore(tmp_path / "audit.sqlite")
     labels = LabelStore(tmp_path / "labels.sqlite")
+    reviews = ReviewQueue(tmp_path / "review_tasks.sqlite")
     server = grpc.aio.server()
-    apb_grpc.add_PolicyAdminServicer_to_server(PolicyAdminServicer(control, audit, AdminAuth(list(keys)), labels=labels),
-                                               server)
+    apb_grpc.add_PolicyAdminServicer_to_server(PolicyAdminServicer(control, audit, AdminAuth(list(keys)), labels=labels,
+                                                                   reviews=reviews, poll_s=0.02), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield AdminApi(apb_grpc.PolicyAdminStub(channel), audit, control)
+            yield AdminApi(apb_grpc.PolicyAdminStub(channel), audit, control, reviews)
     finally:
         await server.stop(None)
         audit.close()
         labels.close()
+        reviews.close()
 
 
 def admin_key(value: str) -> list[tuple[str, str]]:

@@ -130,14 +130,24 @@ class LifecycleConfig:
     #: Reviewers' labels per tenant (SubmitLabels, services/router/control/label_store.py); "" = `labels.sqlite`
     #: beside the policy store.
     labels_path: str = ""
+    #: Review tasks (StreamReviewTasks, services/router/control/review_queue.py); "" = `review_tasks.sqlite`
+    #: beside the policy store.
+    review_tasks_path: str = ""
+    #: How often buffered review tasks are written (a crash can lose at most this interval's tasks).
+    review_flush_interval_s: float = 0.05
 
     @property
     def labels_file(self) -> str:
         """Where the label store is: `labels_path`, else beside the policy store."""
         return self.labels_path or str(Path(self.store_path).parent / "labels.sqlite")
 
+    @property
+    def review_tasks_file(self) -> str:
+        """Where the review-task queue is: `review_tasks_path`, else beside the policy store."""
+        return self.review_tasks_path or str(Path(self.store_path).parent / "review_tasks.sqlite")
+
     def __post_init__(self) -> None:
-        for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s"):
+        for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s", "review_flush_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 

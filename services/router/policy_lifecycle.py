@@ -31,6 +31,7 @@ from services.router.control.admin_auth import AdminAuth, load_admin_keys
 from services.router.control.audit import AuditInput, audit_record
 from services.router.control.audit_store import AuditStore
 from services.router.control.label_store import LabelStore
+from services.router.control.review_queue import ReviewQueue, task_reason
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
 from services.router.pipeline import Outcome
@@ -50,15 +51,17 @@ class PolicyLifecycle:
     """See the module docstring."""
 
     def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditStore, auth: AdminAuth, *,
-                 labels: LabelStore | None = None) -> None:
+                 labels: LabelStore | None = None, reviews: ReviewQueue | None = None) -> None:
         self.config = config
         self.control = control
         self.audit = audit
         self.auth = auth
         self.labels = labels
+        self.reviews = reviews
         settings = config.lifecycle
         self.watcher = ConfigWatcher(control, Path(config.policies_dir), Path(config.tenants_file))
-        self.admin = PolicyAdminServicer(control, audit, auth, labels=labels)
+        self.admin = PolicyAdminServicer(control, audit, auth, labels=labels, reviews=reviews)
+        self._review_flush_s = settings.review_flush_interval_s
         self._watch_interval_s = settings.watch_interval_s
         self._flush_interval_s = settings.audit_flush_interval_s
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -76,7 +79,8 @@ class PolicyLifecycle:
             log.warning("no admin keys configured (lifecycle.admin_keys): the PolicyAdmin API refuses every call")
         audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0,
                            compression=settings.audit_compression)
-        return cls(config, control, audit, auth, labels=LabelStore(Path(settings.labels_file)))
+        return cls(config, control, audit, auth, labels=LabelStore(Path(settings.labels_file)),
+                   reviews=ReviewQueue(Path(settings.review_tasks_file)))
 
     @property
     def runtime(self) -> PolicyRuntime:
@@ -101,14 +105,19 @@ class PolicyLifecycle:
 
     def record(self, selection: Selection, request_id: str, item_id: str, metadata: Mapping[str, str],
                texts: Sequence[str], outcome: Outcome) -> None:
-        """Append the decision's audit record and count it for its canary."""
+        """Append the decision's audit record, offer it as a review task when the tenant's `review_tasks` say so,
+        and count it for its canary."""
         verdict = outcome.verdict
-        self.audit.append(audit_record(AuditInput(selection.tenant.id, request_id, item_id, metadata, texts,
-                                                  selection.policy, verdict, outcome.models, selection.canary_arm,
-                                                  outcome.cached),
-                                       now=time.time()))
+        record = audit_record(AuditInput(selection.tenant.id, request_id, item_id, metadata, texts, selection.policy,
+                                         verdict, outcome.models, selection.canary_arm, outcome.cached), now=time.time())
+        self.audit.append(record)
         actions = {c.category: c.action for c in verdict.categories}
         shadow = outcome.shadow
+        if self.reviews is not None:
+            reason = task_reason(selection.tenant.review_tasks, verdict.decision,
+                                 shadow.decision if shadow is not None else None, item_id or request_id)
+            if reason is not None:
+                self.reviews.offer(record, reason)
         self._observed(selection, item_id, verdict.decision, actions,
                        (shadow.decision, {c.category: c.action for c in shadow.categories}) if shadow is not None else None)
 
@@ -123,9 +132,11 @@ class PolicyLifecycle:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def register(self, server: grpc.aio.Server) -> None:
-        """Start the watcher and the audit flusher (with the server that serves moderation)."""
+        """Start the watcher and the audit and review-task writers (with the server that serves moderation)."""
         self._spawn(self.watcher.run(self._watch_interval_s))
         self._spawn(self._flush_audit())
+        if self.reviews is not None:
+            self._spawn(self._flush_reviews(self.reviews))
 
     def register_admin(self, server: grpc.aio.Server) -> None:
         """Add the PolicyAdmin service to `server` (the admin port's: never the public one)."""
@@ -147,6 +158,15 @@ class PolicyLifecycle:
             if self.audit.pending:
                 await asyncio.to_thread(self.audit.flush)
 
+    async def _flush_reviews(self, reviews: ReviewQueue) -> None:
+        while True:
+            await asyncio.sleep(self._review_flush_s)
+            if reviews.buffered:
+                try:
+                    await asyncio.to_thread(reviews.flush)
+                except Exception:  # a disk error must not end the writer: the tasks stay counted as dropped
+                    log.exception("review tasks: write failed")
+
     async def close(self) -> None:
         """Stop the background tasks, write the pending audit records, close the files."""
         for task in list(self._tasks):
@@ -155,6 +175,8 @@ class PolicyLifecycle:
         await asyncio.to_thread(self.audit.close)
         if self.labels is not None:
             self.labels.close()
+        if self.reviews is not None:
+            await asyncio.to_thread(self.reviews.close)
         self.control.store.close()
 
     def collector(self) -> Collector:
@@ -197,3 +219,8 @@ class LifecycleCollector(Collector):
         yield GaugeMetricFamily("auditmesh_audit_pending", "Audit records not yet written", value=self.lifecycle.audit.pending)
         yield CounterMetricFamily("auditmesh_audit_dropped", "Audit records dropped (buffer full)",
                                   value=self.lifecycle.audit.dropped)
+        reviews = self.lifecycle.reviews
+        if reviews is not None:
+            yield GaugeMetricFamily("auditmesh_review_tasks_buffered", "Review tasks not yet written", value=reviews.buffered)
+            yield CounterMetricFamily("auditmesh_review_tasks_dropped", "Review tasks dropped (buffer full or a tenant "
+                                      "at its bound of pending tasks)", value=reviews.dropped)

@@ -29,6 +29,7 @@ from services.common.config import ConfigError
 from services.common.errors import PermissionDeniedError, UnauthenticatedError
 from services.common.qos import DEFAULT_CLASSES, QosClass, priority_of, validate_classes
 from services.router.admission import Quota
+from services.router.control.review_queue import ReviewSampling
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class Tenant:
     quota: Quota = field(default_factory=Quota)
     deadlines: TenantDeadlines = field(default_factory=TenantDeadlines)
     degrade: tuple[str, ...] = ()
+    #: Which decisions become review tasks (services/router/control/review_queue.py).
+    review_tasks: ReviewSampling = field(default_factory=ReviewSampling)
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.replace("-", "").replace("_", "").isalnum():

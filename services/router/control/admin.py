@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 import grpc
 from auditmesh.v1 import admin_pb2 as apb
@@ -28,6 +28,7 @@ from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import AuditStore
 from services.router.control.canary import CanaryReport, RollbackBounds
 from services.router.control.label_store import DEFAULT_PAGE, Label, LabelStore, Submitted
+from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewQueue, ReviewTask
 from services.router.control.control import PolicyControl
 from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
 from services.router.control.store import CanarySpec, PointerChange, StoredVersion
@@ -42,12 +43,17 @@ KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
 
 class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     def __init__(self, control: PolicyControl, audit: AuditStore, auth: AdminAuth, *,
-                 guard: AuthGuard | None = None, labels: LabelStore | None = None) -> None:
+                 guard: AuthGuard | None = None, labels: LabelStore | None = None,
+                 reviews: ReviewQueue | None = None, poll_s: float = 0.2) -> None:
         self.control = control
         self.audit = audit
         self.auth = auth
         #: Reviewers' labels (SubmitLabels / ExportLabels); None: those calls answer FAILED_PRECONDITION.
         self.labels = labels
+        #: Review tasks (StreamReviewTasks / AckReviewTasks); None: those calls answer FAILED_PRECONDITION.
+        self.reviews = reviews
+        #: How often an open StreamReviewTasks looks for new tasks and ended leases.
+        self.poll_s = poll_s
         #: The failed-auth throttle (the router's main.py gives it one counted in its metrics).
         self.guard = guard or AuthGuard(AuthThrottle(), surface="admin")
 
@@ -192,6 +198,47 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
                                                                 reviewer=l.reviewer, labelled_at=l.labelled_at)
                                                for l in labels], next_page_token=token)
 
+    async def StreamReviewTasks(self, request: apb.StreamReviewTasksRequest,
+                                context: grpc.aio.ServicerContext) -> AsyncIterator[apb.ReviewTask]:
+        """Lease and send the tenant's tasks while the stream is open (see admin.proto)."""
+        async with call_status(context, log):
+            key = self.guard.check(context.peer(), lambda: self.auth.authenticate(admin_key_from(context.invocation_metadata())))
+            if not request.tenant:
+                raise InvalidRequestError("tenant: required; review tasks are read one tenant at a time")
+            self.auth.require(key, request.tenant)
+            window = request.max_unacked or 100
+            visibility = request.visibility_timeout_s or 60.0
+            if not 1 <= window <= MAX_LEASE:
+                raise InvalidRequestError(f"max_unacked: must be 1..{MAX_LEASE}, got {window}")
+            if not 0.0 < visibility <= MAX_VISIBILITY_S:
+                raise InvalidRequestError(f"visibility_timeout_s: must be in (0, {MAX_VISIBILITY_S:g}], got {visibility:g}")
+            queue = self._review_queue()
+            out: list[str] = []  # this stream's tasks still leased (delivered, not acked, lease not over)
+            while True:
+                if out:
+                    live = await asyncio.to_thread(queue.leased, request.tenant, out)
+                    out = [task_id for task_id in out if task_id in live]
+                room = window - len(out)
+                tasks = await asyncio.to_thread(queue.lease, request.tenant, limit=room, visibility_s=visibility) if room else []
+                for task in tasks:
+                    out.append(task.task_id)
+                    yield review_task_message(task)
+                if len(tasks) < room or not room:
+                    await asyncio.sleep(self.poll_s)
+
+    async def AckReviewTasks(self, request: apb.AckReviewTasksRequest, context: grpc.aio.ServicerContext) -> apb.AckReviewTasksResponse:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; review tasks are acked one tenant at a time")
+
+        def work(key: AdminKey) -> int:
+            return self._review_queue().ack(request.tenant, list(request.task_ids))
+        return apb.AckReviewTasksResponse(acked=await self._run(context, request.tenant, work))
+
+    def _review_queue(self) -> ReviewQueue:
+        if self.reviews is None:
+            raise FailedPreconditionError("this router keeps no review tasks (no review-task queue is open)")
+        return self.reviews
+
     def _label_store(self) -> LabelStore:
         if self.labels is None:
             raise FailedPreconditionError("this router keeps no labels (no label store is open)")
@@ -255,6 +302,12 @@ def _fill_report(status: apb.CanaryStatus, report: CanaryReport) -> None:
     status.shadow_items, status.decision_disagreements = shadow.items, shadow.decisions
     for category, count in sorted(shadow.per_category.items()):
         status.disagreements.add(category=category, count=count, example_item_ids=list(shadow.examples.get(category, ())))
+
+
+def review_task_message(task: ReviewTask) -> apb.ReviewTask:
+    """The proto form of a review task."""
+    return apb.ReviewTask(task_id=task.task_id, reason=task.reason, deliveries=task.deliveries,
+                          record=audit_message(task.record))
 
 
 def audit_message(record: AuditRecord) -> apb.AuditRecord:

@@ -4,6 +4,7 @@ isolation."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -144,3 +145,29 @@ async def test_bad_labels_are_refused_with_the_item_and_field_named(admin: Admin
     assert (await status_of(stub.ExportLabels(apb.ExportLabelsRequest(tenant="a", page_token="%%"), metadata=root)))[0] == \
         grpc.StatusCode.INVALID_ARGUMENT
     assert not (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=root)).items  # nothing stored
+
+
+async def test_review_tasks_stream_within_the_window_and_acks_free_it(admin: AdminApi) -> None:
+    from tests.unit.router.control.test_audit import record_for
+
+    for i in range(3):
+        admin.reviews.offer(record_for("a", item=f"m-{i}"), "review")
+    admin.reviews.offer(record_for("b", item="b-1"), "review")
+    admin.reviews.flush()
+    stream = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="a", max_unacked=2, visibility_timeout_s=30),
+                                          metadata=admin_key(SCOPED_KEY))
+    first, second = await stream.read(), await stream.read()
+    assert [(t.record.item_id, t.reason, t.deliveries, t.record.tenant) for t in (first, second)] == [
+        ("m-0", "review", 1, "a"), ("m-1", "review", 1, "a")]
+    assert first.task_id == first.record.audit_id
+    done = await admin.stub.AckReviewTasks(apb.AckReviewTasksRequest(tenant="a", task_ids=[first.task_id]),
+                                           metadata=admin_key(SCOPED_KEY))
+    assert done.acked == 1
+    third = await asyncio.wait_for(stream.read(), 5.0)  # the ack made room in the window
+    assert third.record.item_id == "m-2"
+    stream.cancel()
+    refused = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="b"), metadata=admin_key(SCOPED_KEY))
+    assert (await status_of(refused.read()))[0] == grpc.StatusCode.PERMISSION_DENIED
+    bad = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="a", max_unacked=5000), metadata=admin_key(ROOT_KEY))
+    assert await status_of(bad.read()) == (grpc.StatusCode.INVALID_ARGUMENT, "max_unacked: must be 1..1000, got 5000")
+    assert admin.reviews.pending("b") == 1

@@ -1,0 +1,231 @@
+"""Review tasks out (issue 40): every REVIEW decision, a sample of ALLOW and BLOCK decisions per tenant
+(`review_tasks` in the tenants file), and the decisions a shadow canary's candidate would have taken
+differently, as tasks a platform's review tool consumes (PolicyAdmin StreamReviewTasks / AckReviewTasks,
+docs/tenant-classifiers.md "Review tasks").
+
+A task is the decision's audit record (services/router/control/audit.py: categories and scores, evidence
+references, policy and model versions, time; no content unless the policy's `audit.include_content`), its
+`reason` and how many times it was delivered. Its id is the audit record's id, so a label or an appeal can
+name the decision it is about.
+
+Embedded store: one SQLite file (`lifecycle.review_tasks_path`; default `review_tasks.sqlite` beside the
+policy store), WAL, created 0600, shared by the router lanes of one host. Every statement names one tenant
+in its SQL condition: a consumer never sees, leases or acks another tenant's tasks.
+
+Delivery is at least once: a consumer leases tasks for a visibility timeout and acks them once its review
+tool holds them (an ack deletes them); a task not acked before its lease ends is delivered again
+(`deliveries` counts), to this consumer or another. Leases are in the file, so a router killed mid-stream
+loses no task it had written: after the restart, the unacked ones are delivered again.
+
+Write path: the request path only appends to a bounded in-memory buffer (`offer`, O(1), never waits on
+disk); a background task writes it every `flush_interval_s` in one transaction. A crash (SIGKILL) can lose
+the tasks of the last interval not yet written (default 0.05 s); a graceful stop writes them all. A full
+buffer, or a tenant already holding `max_pending` tasks, drops new tasks and counts them (`dropped`).
+
+Example::
+
+    queue = ReviewQueue(Path("var/review_tasks.sqlite"))
+    queue.offer(record, "review")
+    queue.flush()
+    tasks = queue.lease("acme", limit=10, visibility_s=60.0)
+    queue.ack("acme", [t.task_id for t in tasks])
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal, Sequence
+
+from services.common.errors import InvalidRequestError
+from services.router.control.audit import AuditRecord
+from services.router.control.sqlite_wal import open_shared
+
+__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "Reason", "task_reason"]
+
+Reason = Literal["review", "shadow_disagreement", "sample_block", "sample_allow"]
+#: Tasks a tenant may hold undelivered or unacked; beyond, new ones are dropped and counted.
+MAX_PENDING_PER_TENANT = 100_000
+#: Tasks waiting in memory for the next write at most.
+MAX_BUFFER = 50_000
+MAX_LEASE = 1000
+MAX_VISIBILITY_S = 3600.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, tenant TEXT NOT NULL, created REAL NOT NULL,
+    reason TEXT NOT NULL, record TEXT NOT NULL, lease_until REAL NOT NULL DEFAULT 0,
+    deliveries INTEGER NOT NULL DEFAULT 0, UNIQUE (tenant, task_id));
+CREATE INDEX IF NOT EXISTS tasks_ready ON tasks (tenant, lease_until, seq);
+"""
+
+
+@dataclass(frozen=True)
+class ReviewSampling:
+    """A tenant's review tasks (`review_tasks` in the tenants file): REVIEW decisions (`review`), decisions
+    a shadow canary's candidate takes differently (`shadow_disagreements`), and these shares of its ALLOW
+    and BLOCK decisions (chosen by a stable hash of the item id: the same item is always in or out)."""
+
+    review: bool = True
+    shadow_disagreements: bool = True
+    sample_allow: float = 0.0
+    sample_block: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("sample_allow", "sample_block"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ReviewTask:
+    task_id: str
+    reason: str
+    deliveries: int
+    record: AuditRecord
+
+
+def task_reason(sampling: ReviewSampling, decision: str, shadow_decision: str | None, item_key: str) -> Reason | None:
+    """Why this decision becomes a review task, or None. Pure.
+
+    Example::
+
+        >>> task_reason(ReviewSampling(), "review", None, "m-1")
+        'review'
+        >>> task_reason(ReviewSampling(sample_allow=1.0), "allow", None, "m-1"), task_reason(ReviewSampling(), "allow", None, "m-1")
+        ('sample_allow', None)
+    """
+    if decision == "review" and sampling.review:
+        return "review"
+    if shadow_decision is not None and shadow_decision != decision and sampling.shadow_disagreements:
+        return "shadow_disagreement"
+    share = sampling.sample_block if decision == "block" else sampling.sample_allow if decision == "allow" else 0.0
+    if share > 0.0 and _fraction(item_key) < share:
+        return "sample_block" if decision == "block" else "sample_allow"
+    return None
+
+
+def _fraction(key: str) -> float:
+    """A stable number in [0, 1) for `key`."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
+
+
+class ReviewQueue:
+    """See the module docstring. `offer` from the event loop; the rest from any thread."""
+
+    def __init__(self, path: Path, *, max_pending: int = MAX_PENDING_PER_TENANT, max_buffer: int = MAX_BUFFER,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.max_pending = max_pending
+        self.dropped = 0
+        self._clock = clock
+        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
+        self._max_buffer = max_buffer
+        self._lock = threading.Lock()
+        self._db = open_shared(path)
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def offer(self, record: AuditRecord, reason: str) -> None:
+        """Queue a task for the next write (dropped and counted when the buffer is full)."""
+        if len(self._buffer) >= self._max_buffer:
+            self.dropped += 1
+            return
+        self._buffer.append((record, reason))
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def flush(self) -> int:
+        """Write the buffered tasks in one transaction; returns how many were stored (a tenant at its bound
+        drops the rest of its tasks, counted)."""
+        with self._lock:
+            taken = [self._buffer.popleft() for _ in range(len(self._buffer))]
+            if not taken:
+                return 0
+            stored = 0
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                room: dict[str, int] = {}
+                for record, reason in taken:
+                    tenant = record.tenant
+                    if tenant not in room:
+                        room[tenant] = self.max_pending - self._count(tenant)
+                    if room[tenant] <= 0:
+                        self.dropped += 1
+                        continue
+                    text = json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
+                    inserted = self._db.execute(
+                        "INSERT OR IGNORE INTO tasks (task_id, tenant, created, reason, record) VALUES (?, ?, ?, ?, ?)",
+                        (record.audit_id, tenant, record.time, reason, text)).rowcount
+                    room[tenant] -= inserted
+                    stored += inserted
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                self.dropped += len(taken)  # none of them was written
+                raise
+            self._db.execute("COMMIT")
+            return stored
+
+    def lease(self, tenant: str, *, limit: int, visibility_s: float) -> list[ReviewTask]:
+        """Up to `limit` of `tenant`'s tasks that are not leased (never delivered, or their lease ended),
+        oldest first, leased for `visibility_s` seconds."""
+        if not 1 <= limit <= MAX_LEASE:
+            raise InvalidRequestError(f"limit: must be 1..{MAX_LEASE}, got {limit}")
+        if not 0.0 < visibility_s <= MAX_VISIBILITY_S:
+            raise InvalidRequestError(f"visibility_timeout_s: must be in (0, {MAX_VISIBILITY_S:g}], got {visibility_s}")
+        now = self._clock()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._db.execute(
+                    "SELECT seq, task_id, reason, deliveries, record FROM tasks WHERE tenant = ? AND lease_until <= ? "
+                    "ORDER BY seq LIMIT ?", (tenant, now, limit)).fetchall()
+                self._db.executemany("UPDATE tasks SET lease_until = ?, deliveries = deliveries + 1 WHERE seq = ?",
+                                     [(now + visibility_s, row[0]) for row in rows])
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return [ReviewTask(task_id, reason, deliveries + 1, AuditRecord.from_json_dict(json.loads(record)))
+                for _, task_id, reason, deliveries, record in rows]
+
+    def ack(self, tenant: str, task_ids: Sequence[str]) -> int:
+        """Delete `tenant`'s tasks named in `task_ids` (another tenant's ids match nothing); how many."""
+        if len(task_ids) > MAX_LEASE:
+            raise InvalidRequestError(f"task_ids: at most {MAX_LEASE} per call, got {len(task_ids)}")
+        with self._lock:
+            return sum(self._db.execute("DELETE FROM tasks WHERE tenant = ? AND task_id = ?", (tenant, task_id)).rowcount
+                       for task_id in dict.fromkeys(task_ids))
+
+    def leased(self, tenant: str, task_ids: Sequence[str]) -> set[str]:
+        """Which of `task_ids` are still `tenant`'s, leased now (delivered, not acked, lease not over)."""
+        now = self._clock()
+        found: set[str] = set()
+        ids = list(task_ids)
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                found.update(row[0] for row in self._db.execute(
+                    f"SELECT task_id FROM tasks WHERE tenant = ? AND lease_until > ? AND task_id IN ({marks})",
+                    (tenant, now, *chunk)))
+        return found
+
+    def pending(self, tenant: str) -> int:
+        """`tenant`'s tasks not yet acked (written ones)."""
+        with self._lock:
+            return self._count(tenant)
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            self._db.close()
+
+    def _count(self, tenant: str) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM tasks WHERE tenant = ?", (tenant,)).fetchone()[0])

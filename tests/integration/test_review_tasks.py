@@ -1,0 +1,98 @@
+"""Review tasks out of a real router (issue 40): decisions become tasks that a consumer streams over the
+PolicyAdmin API; a task not acked comes back after its lease, also after the router is SIGKILLed
+mid-stream and started again; an acked one never does; the reviewer's label goes back in with
+SubmitLabels for the task's item; another tenant's key sees none of it."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+import yaml
+from auditmesh.v1 import admin_pb2 as apb
+from auditmesh.v1 import admin_pb2_grpc as apb_grpc
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+
+from services.launcher import Mesh, free_base_port
+from services.router.tenants import hash_key
+
+pytestmark = pytest.mark.slow
+
+ADMIN = [("x-admin-key", "demo-admin-key")]  # config/router.yaml's loopback demo admin key
+KEY = "initech-review-key"
+TEXTS = ["see you at lunch tomorrow", "the match starts at eight", "thanks for the help"]
+
+
+def add_sampled_tenant(admin: apb_grpc.PolicyAdminStub) -> None:
+    """Tenant initech: every ALLOW and BLOCK decision is sampled into a review task (besides REVIEW ones)."""
+    tenants = yaml.safe_load(admin.GetVersion(apb.GetVersionRequest(kind=apb.TENANTS), metadata=ADMIN).content)
+    tenants["tenants"].append({"id": "initech", "api_key_sha256": hash_key(KEY), "policies": ["default"],
+                               "qos_class": "standard", "review_tasks": {"sample_allow": 1.0, "sample_block": 1.0}})
+    tenants["version"] = "with-initech"
+    admin.PutVersion(apb.PutVersionRequest(kind=apb.TENANTS, content=yaml.safe_dump(tenants), activate=True), metadata=ADMIN)
+
+
+def read_tasks(admin: apb_grpc.PolicyAdminStub, count: int, visibility_s: float) -> list[apb.ReviewTask]:
+    """`count` tasks from a new stream of initech's tasks (then the stream is cancelled: no ack)."""
+    stream = admin.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="initech", max_unacked=10,
+                                                                  visibility_timeout_s=visibility_s),
+                                     metadata=ADMIN, timeout=30.0)
+    tasks = []
+    for task in stream:
+        tasks.append(task)
+        if len(tasks) == count:
+            break
+    stream.cancel()
+    return tasks
+
+
+def test_tasks_survive_a_killed_router_until_acked_and_labels_go_back() -> None:
+    mesh = Mesh(base_port=free_base_port())
+    router = mesh.routers[0]
+    try:
+        mesh.start_services(["text", router], 120.0)
+        with grpc.insecure_channel(mesh.admin_address) as channel:
+            admin = apb_grpc.PolicyAdminStub(channel)
+            add_sampled_tenant(admin)
+            with grpc.insecure_channel(mesh.address(router)) as public:
+                stub = pb_grpc.ModerationServiceStub(public)
+                for index, text in enumerate(TEXTS):
+                    stub.Moderate(pb.ModerateRequest(item=pb.Item(id=f"m-{index}", parts=[pb.Part(text=text)])),
+                                  metadata=[("x-api-key", KEY)], timeout=20.0)
+            first = read_tasks(admin, 3, visibility_s=3.0)
+            assert sorted(t.record.item_id for t in first) == ["m-0", "m-1", "m-2"]
+            assert {(t.reason, t.deliveries, t.record.tenant) for t in first} == {("sample_allow", 1, "initech")}
+            assert all(t.task_id == t.record.audit_id and t.record.policy_name == "default" and t.record.models
+                       for t in first)
+            assert not list(first[0].record.content)  # no content unless the policy opts in
+            acked = next(t for t in first if t.record.item_id == "m-0")
+            assert admin.AckReviewTasks(apb.AckReviewTasksRequest(tenant="initech", task_ids=[acked.task_id]),
+                                        metadata=ADMIN).acked == 1
+            # another tenant's scope never shows them: acme has no tasks of these decisions
+            acme = admin.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="acme"), metadata=ADMIN, timeout=1.5)
+            with pytest.raises(grpc.RpcError) as waited:
+                next(iter(acme))
+            assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+        mesh.processes[router].kill()  # mid-stream: the two unacked tasks are leased to a consumer that is gone
+        mesh.processes[router].wait(10.0)
+        mesh.start_service(router)
+        mesh.wait_serving(router, 60.0)
+        time.sleep(3.0)  # their leases end
+        with grpc.insecure_channel(mesh.admin_address) as channel:
+            admin = apb_grpc.PolicyAdminStub(channel)
+            again = read_tasks(admin, 2, visibility_s=30.0)
+            assert sorted((t.record.item_id, t.deliveries) for t in again) == [("m-1", 2), ("m-2", 2)]
+            assert admin.AckReviewTasks(apb.AckReviewTasksRequest(tenant="initech", task_ids=[t.task_id for t in again]),
+                                        metadata=ADMIN).acked == 2
+            reviewed = next(t for t in again if t.record.item_id == "m-1")
+            label = apb.LabelledItem(item_id=reviewed.record.item_id, text=TEXTS[1], reviewer="rev-9",
+                                     labels={"spam": False, "harassment": False})
+            stored = admin.SubmitLabels(apb.SubmitLabelsRequest(tenant="initech", items=[label]), metadata=ADMIN)
+            assert stored.added == 1
+            exported = admin.ExportLabels(apb.ExportLabelsRequest(tenant="initech"), metadata=ADMIN)
+            assert [(i.item_id, i.reviewer) for i in exported.items] == [("m-1", "rev-9")]
+    finally:
+        mesh.stop()

@@ -1,0 +1,91 @@
+"""services/router/control/review_queue.py on a real SQLite file with a fake clock: which decisions become
+tasks, at-least-once delivery (leases end, tasks come back), acks, tenant isolation, bounds, durability."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from services.common.errors import InvalidRequestError
+from services.router.control.review_queue import ReviewQueue, ReviewSampling, task_reason
+from tests.stubs import FakeClock
+from tests.unit.router.control.test_audit import record_for
+
+
+def queue(tmp_path: Path, clock: FakeClock, **kwargs: int) -> ReviewQueue:
+    return ReviewQueue(tmp_path / "review_tasks.sqlite", clock=clock, **kwargs)
+
+
+def test_which_decisions_become_tasks() -> None:
+    default = ReviewSampling()
+    assert task_reason(default, "review", None, "m") == "review"
+    assert task_reason(default, "allow", "block", "m") == "shadow_disagreement"
+    assert task_reason(default, "block", "block", "m") is None and task_reason(default, "allow", None, "m") is None
+    assert task_reason(ReviewSampling(review=False, shadow_disagreements=False), "review", "allow", "m") is None
+    tenth = ReviewSampling(sample_allow=0.1, sample_block=1.0)
+    sampled = [task_reason(tenth, "allow", None, f"m-{i}") for i in range(2000)]
+    assert 150 <= sampled.count("sample_allow") <= 250  # a stable hash: about a tenth
+    assert sampled == [task_reason(tenth, "allow", None, f"m-{i}") for i in range(2000)]  # the same items every time
+    assert task_reason(tenth, "block", None, "m-1") == "sample_block"
+    with pytest.raises(ValueError, match="sample_allow"):
+        ReviewSampling(sample_allow=1.5)
+
+
+def test_a_task_is_leased_then_delivered_again_unless_acked(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    tasks = queue(tmp_path, clock)
+    tasks.offer(record_for("acme", item="m-1"), "review")
+    tasks.offer(record_for("acme", item="m-2"), "sample_allow")
+    assert tasks.flush() == 2 and tasks.buffered == 0
+    first = tasks.lease("acme", limit=10, visibility_s=30.0)
+    assert [(t.record.item_id, t.reason, t.deliveries) for t in first] == [("m-1", "review", 1), ("m-2", "sample_allow", 1)]
+    assert tasks.lease("acme", limit=10, visibility_s=30.0) == []  # leased: not handed out twice
+    assert tasks.leased("acme", [t.task_id for t in first]) == {t.task_id for t in first}
+    assert tasks.ack("acme", [first[0].task_id, "no-such-task"]) == 1
+    clock.advance(31.0)
+    again = tasks.lease("acme", limit=10, visibility_s=30.0)
+    assert [(t.record.item_id, t.deliveries) for t in again] == [("m-2", 2)]  # its lease ended unacked
+    assert tasks.ack("acme", [again[0].task_id]) == 1 and tasks.pending("acme") == 0
+
+
+def test_a_tenant_never_leases_acks_or_counts_another_tenants_tasks(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    tasks = queue(tmp_path, clock)
+    tasks.offer(record_for("acme", item="m-1"), "review")
+    tasks.flush()
+    acme_task = tasks.lease("acme", limit=1, visibility_s=1.0)[0]
+    clock.advance(2.0)
+    assert tasks.lease("globex", limit=10, visibility_s=30.0) == [] and tasks.pending("globex") == 0
+    assert tasks.ack("globex", [acme_task.task_id]) == 0 and tasks.leased("globex", [acme_task.task_id]) == set()
+    assert tasks.pending("acme") == 1
+
+
+def test_bounds_drop_and_count_instead_of_growing(tmp_path: Path) -> None:
+    tasks = queue(tmp_path, FakeClock(1000.0), max_pending=2, max_buffer=3)
+    for i in range(4):
+        tasks.offer(record_for("acme", item=f"m-{i}"), "review")
+    assert tasks.dropped == 1  # the buffer holds 3
+    assert tasks.flush() == 2 and tasks.dropped == 2 and tasks.pending("acme") == 2  # the tenant holds 2
+    with pytest.raises(InvalidRequestError, match="limit"):
+        tasks.lease("acme", limit=0, visibility_s=1.0)
+    with pytest.raises(InvalidRequestError, match="visibility_timeout_s"):
+        tasks.lease("acme", limit=1, visibility_s=0.0)
+
+
+def test_tasks_and_leases_outlive_the_process_and_the_file_is_private(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    first = queue(tmp_path, clock)
+    first.offer(record_for("acme", item="m-1"), "review")
+    first.offer(record_for("acme", item="m-2"), "review")
+    first.close()  # a graceful stop writes what is buffered
+    assert stat.S_IMODE(os.stat(tmp_path / "review_tasks.sqlite").st_mode) == 0o600
+    second = queue(tmp_path, clock)
+    leased = second.lease("acme", limit=1, visibility_s=10.0)
+    third = queue(tmp_path, clock)  # another process (a restarted router) sees the lease
+    assert [t.record.item_id for t in third.lease("acme", limit=5, visibility_s=10.0)] == ["m-2"]
+    clock.advance(11.0)
+    back = third.lease("acme", limit=5, visibility_s=10.0)  # both leases ended: both delivered again
+    assert [(t.record.item_id, t.deliveries) for t in back] == [("m-1", 2), ("m-2", 2)] and back[0].task_id == leased[0].task_id
