@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--canary", type=float, metavar="PCT", help="act on PCT %% of the tenant's items, with "
                        "automatic rollback")
     stage.add_argument("--full", action="store_true", help="make it the tenant's active version")
+    activate.add_argument("--max-disagreement", type=float, default=0.0, metavar="RATE",
+                          help="with --shadow: stop the canary by itself once the candidate decides differently on "
+                          "more than this share of the tenant's items (default: the router's canary bounds)")
     activate.add_argument("--mode", choices=["add", "replace"], default="add",
                           help="for built-in categories: the higher of the shipped model's and the classifier's "
                           "score (add, default), or the classifier's (replace)")
@@ -271,7 +274,8 @@ def _activate(args: argparse.Namespace) -> int:
             return 2
     stage: Stage = "shadow" if args.shadow else "full" if args.full else "canary"
     try:
-        out = activate(args.classifier, Activation(args.policy, stage, args.canary if stage == "canary" else 10.0, args.mode),
+        out = activate(args.classifier, Activation(args.policy, stage, args.canary if stage == "canary" else 10.0, args.mode,
+                                                   args.max_disagreement),
                        Endpoints(args.text, args.admin), admin_key=args.admin_key,
                        internal=InternalSecrets(*secrets_read))
     except ActivationError as error:

@@ -59,10 +59,15 @@ class Activation:
     stage: Stage
     percent: float = 10.0
     mode: Literal["add", "replace"] = "add"
+    #: Shadow: end the canary by itself once the candidate decides differently on more than this share of
+    #: the items (0 = the router's default bound).
+    max_disagreement: float = 0.0
 
     def __post_init__(self) -> None:
         if self.stage == "canary" and not 0.0 < self.percent <= 100.0:
             raise ValueError(f"canary percent must be in (0, 100], got {self.percent}")
+        if not 0.0 <= self.max_disagreement <= 1.0:
+            raise ValueError(f"max_disagreement must be in [0, 1], got {self.max_disagreement}")
 
 
 @dataclass(frozen=True)
@@ -165,6 +170,7 @@ def activate(directory: Path, activation: Activation, endpoints: Endpoints, *, a
             _call(f"starting the {activation.stage} canary of {activation.policy}@{version}", admin.StartCanary,
                   apb.StartCanaryRequest(policy=activation.policy, tenant=tenant, candidate_version=version,
                                          percent=100.0 if shadow else activation.percent, shadow=shadow,
+                                         bounds=apb.CanaryBounds(max_decision_disagreement_rate=activation.max_disagreement),
                                          comment=comment), metadata)
     return {"tenant": tenant, "model": model, "classifier_version": classifier.version, "policy": activation.policy,
             "base_version": base.info.version, "policy_version": version, "stage": activation.stage,

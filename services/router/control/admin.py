@@ -265,7 +265,8 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         try:
             return RollbackBounds(bounds.max_block_rate_delta or default.max_block_rate_delta,
                                   bounds.max_error_rate_delta or default.max_error_rate_delta,
-                                  bounds.min_samples or default.min_samples, bounds.window_s or default.window_s)
+                                  bounds.min_samples or default.min_samples, bounds.window_s or default.window_s,
+                                  bounds.max_decision_disagreement_rate or default.max_decision_disagreement_rate)
         except ValueError as error:
             raise InvalidRequestError(f"bounds: {error}") from None
 
@@ -280,7 +281,8 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             stopped_reason=spec.stopped_reason or (f"auto-rollback: {monitor.rolled_back}" if monitor and monitor.rolled_back else ""),
             bounds=apb.CanaryBounds(max_block_rate_delta=bounds.max_block_rate_delta,
                                     max_error_rate_delta=bounds.max_error_rate_delta, min_samples=bounds.min_samples,
-                                    window_s=bounds.window_s))
+                                    window_s=bounds.window_s,
+                                    max_decision_disagreement_rate=bounds.max_decision_disagreement_rate))
         if report is not None:
             _fill_report(status, report)
         return status

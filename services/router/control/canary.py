@@ -8,7 +8,10 @@ is passed in.
   kept in a dozen time buckets so memory does not grow with traffic) and says when the candidate
   departs from the baseline beyond the bounds.
 * In shadow mode both policies judge the same items; `record_shadow` counts disagreements per
-  category and keeps the latest example item ids.
+  category and keeps the latest example item ids. A disagreement budget
+  (`RollbackBounds.max_decision_disagreement_rate`, off at 1.0) ends a shadow canary whose candidate
+  decides differently on more than that share of at least `min_samples` items (e.g. a tenant
+  classifier that flags everything).
 
 Example::
 
@@ -40,9 +43,11 @@ class RollbackBounds:
     max_error_rate_delta: float = 0.05
     min_samples: int = 50
     window_s: float = 60.0
+    #: Shadow mode: the share of items on which the candidate may decide differently (1.0 = no bound).
+    max_decision_disagreement_rate: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("max_block_rate_delta", "max_error_rate_delta"):
+        for name in ("max_block_rate_delta", "max_error_rate_delta", "max_decision_disagreement_rate"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
@@ -139,6 +144,10 @@ class CanaryMonitor:
         """Why the candidate should be rolled back now, or None while it stays within the bounds."""
         base, cand = self.counts("baseline", now), self.counts("candidate", now)
         bounds = self.bounds
+        shadow = self.shadow
+        if shadow.items >= bounds.min_samples and shadow.decisions / shadow.items > bounds.max_decision_disagreement_rate:
+            return (f"shadow candidate decided differently on {shadow.decisions / shadow.items:.2f} of {shadow.items} "
+                    f"items (bound {bounds.max_decision_disagreement_rate:.2f})")
         if base.items < bounds.min_samples or cand.items < bounds.min_samples:
             return None
         if abs(cand.block_rate - base.block_rate) > bounds.max_block_rate_delta:

@@ -34,7 +34,6 @@ Example::
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import threading
 import time
@@ -44,6 +43,7 @@ from typing import Callable, Literal, Sequence
 
 from services.common.errors import InvalidRequestError
 from services.router.control.audit import AuditRecord
+from services.router.control.canary import canary_fraction
 from services.router.control.sqlite_wal import open_shared
 
 __all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "Reason", "task_reason"]
@@ -105,14 +105,9 @@ def task_reason(sampling: ReviewSampling, decision: str, shadow_decision: str | 
     if shadow_decision is not None and shadow_decision != decision and sampling.shadow_disagreements:
         return "shadow_disagreement"
     share = sampling.sample_block if decision == "block" else sampling.sample_allow if decision == "allow" else 0.0
-    if share > 0.0 and _fraction(item_key) < share:
+    if share > 0.0 and canary_fraction(item_key) < share:
         return "sample_block" if decision == "block" else "sample_allow"
     return None
-
-
-def _fraction(key: str) -> float:
-    """A stable number in [0, 1) for `key`."""
-    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
 
 
 class ReviewQueue:

@@ -75,3 +75,18 @@ def test_bounds_are_validated(field: str, value: float, message: str) -> None:
     with pytest.raises(ValueError) as caught:
         RollbackBounds(**{field: value})  # type: ignore[arg-type]
     assert str(caught.value) == message
+
+
+def test_a_shadow_candidate_past_its_disagreement_budget_is_rolled_back() -> None:
+    monitor = CanaryMonitor(RollbackBounds(min_samples=10, max_decision_disagreement_rate=0.3))
+    for i in range(9):  # 9 of 9 disagree, but fewer than min_samples items
+        monitor.record_shadow(f"m-{i}", {"spam": "allow"}, {"spam": "review"}, ("allow", "review"))
+    assert monitor.breach(0.0) is None
+    monitor.record_shadow("m-9", {"spam": "allow"}, {"spam": "allow"}, ("allow", "allow"))
+    assert monitor.breach(0.0) == "shadow candidate decided differently on 0.90 of 10 items (bound 0.30)"
+    calm = CanaryMonitor(RollbackBounds(min_samples=10))  # default: no disagreement budget
+    for i in range(20):
+        calm.record_shadow(f"m-{i}", {}, {"spam": "block"}, ("allow", "block"))
+    assert calm.breach(0.0) is None
+    with pytest.raises(ValueError, match="max_decision_disagreement_rate"):
+        RollbackBounds(max_decision_disagreement_rate=0.0)
