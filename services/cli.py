@@ -3,11 +3,11 @@
     auditmesh moderate --tenant-key demo-acme-key --text "hello" [--image photo.jpg] [--json]
     auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
     auditmesh labels import labels.jsonl --tenant acme          # into the router's label store (admin API)
-    auditmesh classifier train --examples labels.jsonl --tenant acme --out classifiers/acme
-    auditmesh classifier train --from-router --tenant acme --out var/classifiers/acme
-    auditmesh classifier score --classifier classifiers/acme --text "free airdrop, connect your wallet"
-    auditmesh classifier evaluate --classifier classifiers/acme --examples test.jsonl
-    auditmesh classifier activate --classifier classifiers/acme --policy default --shadow|--canary PCT|--full
+    auditmesh classifier train --examples labels.jsonl --tenant acme   # -> var/classifiers/acme/<version>/
+    auditmesh classifier train --from-router --tenant acme
+    auditmesh classifier score --classifier var/classifiers/acme/<version> --text "free airdrop, connect your wallet"
+    auditmesh classifier evaluate --classifier var/classifiers/acme/<version> --examples test.jsonl
+    auditmesh classifier activate --classifier var/classifiers/acme/<version> --policy default --shadow|--canary PCT|--full
 """
 
 from __future__ import annotations
@@ -54,7 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(`auditmesh labels import`, SubmitLabels), read through the PolicyAdmin API")
     add_admin_arguments(train)
     train.add_argument("--tenant", required=True, help="the tenant the classifier belongs to")
-    train.add_argument("--out", type=Path, required=True, help="the classifier directory to write")
+    target = train.add_mutually_exclusive_group()
+    target.add_argument("--into", type=Path, default=Path("var/classifiers"),
+                        help="the text service's tenant_classifiers folder: the classifier is written to "
+                        "INTO/<tenant>/<version>/ (default var/classifiers)")
+    target.add_argument("--out", type=Path, help="write the classifier to exactly this directory instead")
     train.add_argument("--holdout", type=float, default=0.2, help="fraction of texts held out for the reported "
                        "metrics (default 0.2)")
     train.add_argument("--seed", type=int, default=0, help="seed for folds and learning-curve samples (default 0)")
@@ -89,14 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     activate.add_argument("--text", default="127.0.0.1:8101", help="the text service's KServe address, plaintext "
                           "(default 127.0.0.1:8101, make run's)")
     add_admin_arguments(activate)
-    activate.add_argument("--internal-secret-file", type=Path,
-                          default=Path(os.environ.get("AUDITMESH_INTERNAL_SECRET_FILE", "var/secrets/internal.secret")),
+    activate.add_argument("--internal-secret-file", type=Path, default=None,
                           help="the mesh's internal secret, for KServe calls (default: env AUDITMESH_INTERNAL_SECRET, "
-                          "else AUDITMESH_INTERNAL_SECRET_FILE, else make run's var/secrets/internal.secret)")
-    activate.add_argument("--internal-admin-secret-file", type=Path,
-                          default=Path(os.environ.get("AUDITMESH_INTERNAL_ADMIN_SECRET_FILE", "var/secrets/internal-admin.secret")),
-                          help="the mesh's internal admin secret, for RepositoryModelLoad (default: env "
-                          "AUDITMESH_INTERNAL_ADMIN_SECRET, else AUDITMESH_INTERNAL_ADMIN_SECRET_FILE, else make run's "
+                          "else the file AUDITMESH_INTERNAL_SECRET_FILE names, else make run's var/secrets/internal.secret)")
+    activate.add_argument("--internal-admin-secret-file", type=Path, default=None,
+                          help="the mesh's internal admin secret, for RepositoryModelLoad: it can load and unload any "
+                          "model, so only the mesh's operators hold it (default: env AUDITMESH_INTERNAL_ADMIN_SECRET, else "
+                          "the file AUDITMESH_INTERNAL_ADMIN_SECRET_FILE names, else make run's "
                           "var/secrets/internal-admin.secret)")
     labels = commands.add_parser("labels", help="reviewers' labels in the router's label store (PolicyAdmin API)")
     label_actions = labels.add_subparsers(dest="action", required=True)
@@ -212,11 +215,11 @@ def classifier(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             if args.nice > 0:
                 os.nice(args.nice)
-            out = train_examples(examples, tenant=args.tenant, out=args.out,
+            out = train_examples(examples, tenant=args.tenant, out=args.out, into=None if args.out else args.into,
                                  config=TrainConfig(holdout=args.holdout, seed=args.seed), threads=args.threads,
                                  progress=lambda message: print(message, file=sys.stderr))
         elif args.action == "train":
-            out = train_from_file(args.examples, tenant=args.tenant, out=args.out,
+            out = train_from_file(args.examples, tenant=args.tenant, out=args.out, into=None if args.out else args.into,
                                   config=TrainConfig(holdout=args.holdout, seed=args.seed), threads=args.threads,
                                   nice=args.nice, progress=lambda message: print(message, file=sys.stderr))
         elif args.action == "evaluate":
@@ -263,11 +266,18 @@ def _activate(args: argparse.Namespace) -> int:
         print("auditmesh classifier activate: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key "
               "allowed for the tenant)", file=sys.stderr)
         return 2
+    if args.max_disagreement and not args.shadow:
+        print("auditmesh classifier activate: --max-disagreement bounds a shadow canary: use it with --shadow",
+              file=sys.stderr)
+        return 2
     secrets_read = []
-    for variable, path in (("AUDITMESH_INTERNAL_SECRET", args.internal_secret_file),
-                           ("AUDITMESH_INTERNAL_ADMIN_SECRET", args.internal_admin_secret_file)):
+    for variable, given, default in (("AUDITMESH_INTERNAL_SECRET", args.internal_secret_file, "var/secrets/internal.secret"),
+                                     ("AUDITMESH_INTERNAL_ADMIN_SECRET", args.internal_admin_secret_file,
+                                      "var/secrets/internal-admin.secret")):
+        value = None if given is not None else os.environ.get(variable)  # a file given on the command line wins
+        path = given or Path(os.environ.get(f"{variable}_FILE") or default)
         try:
-            secrets_read.append(os.environ.get(variable) or path.read_text(encoding="utf-8").strip())
+            secrets_read.append(value or path.read_text(encoding="utf-8").strip())
         except OSError as error:
             print(f"auditmesh classifier activate: cannot read {path}: {error.strerror} (set {variable}[_FILE] or "
                   f"pass the file)", file=sys.stderr)

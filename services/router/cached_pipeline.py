@@ -10,8 +10,8 @@ pipeline and stores the verdict when it may be reused:
   the services' responses and ModelConfig; `text_semantic` counts whenever text does, since which texts
   the balanced profile sends there depends on their scores), and every model the services named for
   this very item is one of them: a model swapped behind an upstream changes the key of the next item,
-  and the verdict that revealed the swap is not stored under the old key; the same holds for the
-  tenant's own classifier when the policy or its shadow reads it (its version as its last answer named it);
+  and the verdict that revealed the swap is not stored under the old key (a tenant classifier's version is
+  pinned by the policy version, already in the key);
 - the shadow candidate's verdict is cached with the baseline's, so canary counters still see both.
 
 Text parts are keyed by their normalised form (or as sent, `text_key: exact`). Two texts with one
@@ -31,7 +31,8 @@ from typing import Callable, Sequence
 from services.common.text_match.normalize import NormalizedText, normalize
 from services.router.control.runtime import Selection, Snapshot
 from services.router.fusion import Evidence, TextSpanEvidence, Verdict
-from services.router.pipeline import Outcome, Pipeline, reads_classifier
+from services.common.contracts.classifier import model_name
+from services.router.pipeline import Outcome, Pipeline
 from services.router.scheduler import Requester
 from services.router.validation import ImagePart, ValidItem
 from services.router.verdict_cache import VerdictCache, VerdictCacheConfig
@@ -109,11 +110,9 @@ class CachedPipeline:
                 if not known.get(stage):
                     return None
                 used.extend(known[stage])
-        if reads_classifier(selection.policy, selection.shadow):
-            classifier = self.pipeline.classifier_models.get(selection.tenant.id)
-            if not classifier:
-                return None
-            used.extend(classifier)
+        use = selection.policy.document.tenant_classifier
+        if use is not None:  # what the classifier names in its answers (model and file: the pinned version)
+            used.append((model_name(selection.tenant.id, use.version), use.version))
         return list(dict.fromkeys(used))
 
     @staticmethod

@@ -1,18 +1,23 @@
-"""The dispatchers of tenants' own classifiers: `classifier.<tenant>` on the text upstream, one per tenant,
-made the first time a policy that reads it moderates that tenant's item (issue 40; docs/tenant-classifiers.md).
+"""The dispatchers of tenants' own classifiers: `classifier.<tenant>.<version>` on the text upstream, one per
+tenant and version, made the first time a policy that reads it moderates that tenant's item (issue 40;
+docs/tenant-classifiers.md).
 
 Each gets its own fair queue and batches, like the text models (one KServe model per dispatcher). Tenants
-are the router's authenticated tenants, so the number of dispatchers is bounded by the tenants file; a
-tenant id that cannot name a model is refused with ValueError (the pipeline reports a stage failure).
+are the router's authenticated tenants and versions come from stored policy versions, so the number of
+dispatchers is bounded by what the admins stored (at most `MAX_DISPATCHERS`; beyond, the least recently
+used is closed); an id or version that cannot name a model is refused with ValueError (the pipeline
+reports a stage failure).
 
 Example::
 
     classifiers = TenantClassifiers(text_upstream, make=lambda name, upstream: ModalityDispatcher(...))
-    dispatcher = classifiers("acme")   # classifier.acme on the text service
+    dispatcher = classifiers("acme", "68b7e413a4f1")   # classifier.acme.68b7e413a4f1 on the text service
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Callable
 
@@ -22,6 +27,8 @@ from services.router.dispatch import ModalityDispatcher
 
 #: The dispatchers' name (metrics label, stage failures): one for every tenant's classifier.
 MODALITY = "classifier"
+#: Dispatchers kept at most (each holds a queue and channels); the least recently used one beyond is closed.
+MAX_DISPATCHERS = 256
 
 
 class TenantClassifiers:
@@ -32,23 +39,32 @@ class TenantClassifiers:
         builds a dispatcher with the router's settings."""
         self._text = text
         self._make = make
-        self._by_tenant: dict[str, ModalityDispatcher] = {}
+        self._by_model: OrderedDict[str, ModalityDispatcher] = OrderedDict()
+        self._closing: set[asyncio.Task[None]] = set()
 
-    def __call__(self, tenant: str) -> ModalityDispatcher:
-        """The dispatcher of `tenant`'s classifier, started on first use (call on the event loop)."""
-        dispatcher = self._by_tenant.get(tenant)
+    def __call__(self, tenant: str, version: str) -> ModalityDispatcher:
+        """The dispatcher of `tenant`'s classifier at `version`, started on first use (call on the event loop)."""
+        name = contract.model_name(tenant, version)
+        dispatcher = self._by_model.get(name)
         if dispatcher is None:
-            upstream = replace(self._text, model=contract.model_name(tenant), model_version="", semantic_model="")
+            upstream = replace(self._text, model=name, model_version=version, semantic_model="")
             dispatcher = self._make(MODALITY, upstream)
             dispatcher.start()
-            self._by_tenant[tenant] = dispatcher
+            self._by_model[name] = dispatcher
+            if len(self._by_model) > MAX_DISPATCHERS:
+                _, oldest = self._by_model.popitem(last=False)
+                task = asyncio.get_running_loop().create_task(oldest.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+        self._by_model.move_to_end(name)
         return dispatcher
 
     def __len__(self) -> int:
-        return len(self._by_tenant)
+        return len(self._by_model)
 
     async def close(self) -> None:
         """Close every dispatcher made so far."""
-        dispatchers, self._by_tenant = list(self._by_tenant.values()), {}
+        dispatchers, self._by_model = list(self._by_model.values()), OrderedDict()
         for dispatcher in dispatchers:
             await dispatcher.close()
+        await asyncio.gather(*self._closing, return_exceptions=True)

@@ -45,9 +45,9 @@ def signals_for(policy: CompiledPolicy, signals: Signals, texts: Sequence[Matcha
         findings = [replace(f, matches=[m for m in f.matches if m.source != DEFAULT_LEXICON]) for f in findings]
     use = policy.document.tenant_classifier
     if use is not None:
-        findings = with_classifier(findings, signals.classified, use)
-    else:
-        failures = [failure for failure in failures if failure.stage not in CLASSIFIER_STAGES]
+        findings = with_classifier(findings, [c for c in signals.classified if c.version == use.version], use)
+    failures = [failure for failure in failures
+                if failure.stage not in CLASSIFIER_STAGES or (use is not None and failure.version == use.version)]
     return replace(signals, texts=[*findings, *custom_findings(policy, texts)], failures=failures, classified=())
 
 

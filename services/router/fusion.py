@@ -85,18 +85,21 @@ class StageFailure:
     reason: str
     skipped: bool = False
     unloaded: bool = False
+    #: For a tenant classifier's stage: the version that failed (a policy reading another one ignores it).
+    version: str = ""
 
 
 @dataclass(frozen=True)
 class ClassifierFinding:
-    """The tenant classifier's scores for one text: a text part (ocr_line = -1) or one OCR line.
-    Kept apart from the text models' findings: only a policy with `tenant_classifier` reads them
-    (services.router.evaluate merges them into its view)."""
+    """The tenant classifier's scores for one text: a text part (ocr_line = -1) or one OCR line, from the
+    classifier at `version`. Kept apart from the text models' findings: only a policy that reads that
+    version sees them (services.router.evaluate merges them into its view)."""
 
     part_index: int
     ocr_line: int
     text: str
     model: str
+    version: str
     scores: Mapping[str, float]
 
 

@@ -10,10 +10,14 @@ fail-open or fail-closed); a deadline that expires fails the whole item with DEA
 cancels every stage still queued, so no work is left behind. Under overload, a stage the tenant lets
 the router skip (its `degrade` list) is skipped and reported as a degradation.
 
-When the policy or its shadow candidate reads the tenant's own classifier (`tenant_classifier`), every
-text part and readable OCR line also goes to `classifier.<tenant>` on the text service, concurrently
-with the text models (stages `classifier` / `ocr_text_classifier`); its scores are kept apart and only
-a policy that reads them sees them.
+When the policy or its shadow candidate reads the tenant's own classifier (`tenant_classifier`, pinned to
+a version), every text part and readable OCR line also goes to `classifier.<tenant>.<version>` on the text
+service (each version the two policies read), concurrently with the text models (stages `classifier` /
+`ocr_text_classifier`); its scores are kept apart and only a policy reading that version sees them. The
+classifier never fails or delays the item beyond its own share: any error of its call (down, not loaded,
+shed, over its time budget of half the item's remaining time) is a `classifier` stage failure that the
+policy reading it handles (`failure.classifier`, open by default), and a tenant may let the router skip
+it under overload (`degrade: [classifier]`).
 
 The signals are gathered once and judged by `services.router.evaluate` under the item's policy and,
 for a shadow canary, under the candidate policy too (no second model call). Each modality service
@@ -32,7 +36,7 @@ from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
 from services.common.contracts.rows import MalformedRowError
-from services.common.errors import InvalidRequestError
+from services.common.errors import DeadlineExceededError, InvalidRequestError
 from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, Row, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
 from services.router.fusion import (CLASSIFIER_STAGES, RULE_PREFIX, BlockMatch, ClassifierFinding, ImageFinding,
@@ -44,6 +48,8 @@ from services.router.validation import ImagePart, ValidItem
 
 T = TypeVar("T")
 D = TypeVar("D")
+#: The share of an item's remaining time its tenant classifier may take (it runs beside the text models).
+CLASSIFIER_SHARE = 0.5
 
 
 @dataclass
@@ -88,8 +94,8 @@ class _Job:
     skippable: Sequence[str] = ()
     #: Whether `text_semantic` is skipped for this item under overload (decided once, when first needed).
     semantic_skipped: bool | None = None
-    #: The dispatcher of the tenant's classifier, when the policy or its shadow reads it.
-    classifier: ModalityDispatcher | None = None
+    #: The dispatchers of the tenant's classifier versions the policy and its shadow read.
+    classifiers: tuple[tuple[str, ModalityDispatcher], ...] = ()
 
 
 class Pipeline:
@@ -97,18 +103,16 @@ class Pipeline:
 
     def __init__(self, text: ModalityDispatcher, vision: ModalityDispatcher, ocr: ModalityDispatcher, *,
                  text_semantic: ModalityDispatcher | None = None,
-                 classifiers: Callable[[str], ModalityDispatcher] | None = None) -> None:
+                 classifiers: Callable[[str, str], ModalityDispatcher] | None = None) -> None:
         """`text` serves `text_moderation`, `text_semantic` the semantic model (None: every profile gets
         `text_moderation`, e.g. for a text upstream that serves only it). `classifiers` gives the
-        dispatcher of a tenant's own classifier by tenant id (ValueError for an id that cannot name one);
-        None: a policy that reads one gets a `classifier` stage failure."""
+        dispatcher of a tenant's own classifier by tenant id and version (ValueError when they cannot name
+        one); None: a policy that reads one gets a `classifier` stage failure."""
         self.text, self.vision, self.ocr = text, vision, ocr
         self.text_semantic = text_semantic
         self.classifiers = classifiers
         #: Model versions each dispatcher's upstream described, by dispatcher name (text, text_semantic, ...).
         self.models: dict[str, list[tuple[str, str]]] = {}
-        #: The versions of each tenant's classifier its last response named, by tenant id.
-        self.classifier_models: dict[str, list[tuple[str, str]]] = {}
 
     async def run(self, item: ValidItem, policy: CompiledPolicy, deadline: float, requester: Requester,
                   skippable: Sequence[str] = (), shadow: CompiledPolicy | None = None) -> Outcome:
@@ -119,8 +123,9 @@ class Pipeline:
         collected = _Collected()
         profile: Profile = "fast" if self.text_semantic is None else policy.profile
         job = _Job(policy, deadline, requester, collected, profile, skippable)
-        if reads_classifier(policy, shadow):
-            job.classifier = self._classifier_for(requester, collected)
+        versions = classifier_versions(policy, shadow)
+        if versions:
+            job.classifiers = self._classifiers_for(requester, versions, skippable, collected)
         stages: list[Callable[[], Coroutine[Any, Any, None]]] = []
         if item.texts:
             stages.append(lambda: self._timed("text", collected, self._text_parts(item, job)))
@@ -135,26 +140,36 @@ class Pipeline:
         verdict = evaluate(policy, signals, collected.matchable)
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
         shadow_verdict = evaluate(shadow, signals, collected.matchable) if shadow is not None else None
-        classifier_models = collected.models.pop(CLASSIFIER_STAGES[0], None)
-        if classifier_models:
-            self.classifier_models[requester.tenant] = classifier_models
-        self.models.update(collected.models)  # the versions the services named last (a swap shows here)
+        answered = {stage: models for stage, models in collected.models.items() if not stage.startswith(CLASSIFIER_STAGES[0])}
+        self.models.update(answered)  # the versions the services named last (a swap shows here)
         used = [m for stage in (*self._text_models(job), "vision", "ocr") if self._used(stage, item, policy)
                 for m in collected.models.get(stage) or self.models.get(stage, [])]
-        if policy.document.tenant_classifier is not None and classifier_models:
-            used.extend(classifier_models)
+        use = policy.document.tenant_classifier
+        if use is not None:
+            used.extend(collected.models.get(f"{CLASSIFIER_STAGES[0]}:{use.version}", []))
         return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
 
-    def _classifier_for(self, requester: Requester, collected: _Collected) -> ModalityDispatcher | None:
-        """The dispatcher of the requesting tenant's classifier, or None with a `classifier` stage failure."""
-        reason = "this router serves no tenant classifiers"
-        if self.classifiers is not None:
+    def _classifiers_for(self, requester: Requester, versions: Sequence[str], skippable: Sequence[str],
+                         collected: _Collected) -> tuple[tuple[str, ModalityDispatcher], ...]:
+        """The dispatchers of the tenant's classifier `versions`; one that cannot be had, or is skipped under
+        overload, is a `classifier` stage failure of that version instead."""
+        out = []
+        for version in versions:
+            if self.classifiers is None:
+                collected.failures.append(StageFailure(CLASSIFIER_STAGES[0], "this router serves no tenant classifiers",
+                                                       version=version))
+                continue
             try:
-                return self.classifiers(requester.tenant)
+                dispatcher = self.classifiers(requester.tenant, version)
             except ValueError as error:
-                reason = str(error)
-        collected.failures.append(StageFailure(CLASSIFIER_STAGES[0], reason))
-        return None
+                collected.failures.append(StageFailure(CLASSIFIER_STAGES[0], str(error), version=version))
+                continue
+            if CLASSIFIER_STAGES[0] in skippable and dispatcher.overloaded(requester):
+                collected.failures.append(StageFailure(CLASSIFIER_STAGES[0], "skipped under overload (classifier queue)",
+                                                       skipped=True, version=version))
+                continue
+            out.append((version, dispatcher))
+        return tuple(out)
 
     def _semantic_for(self, job: _Job) -> ModalityDispatcher | None:
         """The semantic dispatcher, or None when there is none or it is skipped for this item under
@@ -220,23 +235,35 @@ class Pipeline:
         """Score `texts` by the job's profile and add their findings. `stage` ("text" or "ocr_text") names
         the first pass; a failed balanced second pass is the stage `<stage>_semantic`. With the job's
         tenant classifier, it scores the same texts concurrently (stage `classifier` / `ocr_text_classifier`)."""
-        if job.classifier is None:
+        if not job.classifiers:
             await self._score_by_models(texts, job, stage)
             return
         classifier_stage = CLASSIFIER_STAGES[0] if stage == "text" else CLASSIFIER_STAGES[1]
         await _concurrently([self._score_by_models(texts, job, stage),
-                             self._classify(job.classifier, texts, job, classifier_stage)])
+                             *(self._classify(version, dispatcher, texts, job, classifier_stage)
+                               for version, dispatcher in job.classifiers)])
 
-    async def _classify(self, classifier: ModalityDispatcher, texts: Sequence[MatchableText], job: _Job, stage: str) -> None:
-        """The tenant classifier's scores for `texts` (a failure is the stage `stage`, handled by the policy)."""
+    async def _classify(self, version: str, classifier: ModalityDispatcher, texts: Sequence[MatchableText], job: _Job,
+                        stage: str) -> None:
+        """The tenant classifier's scores for `texts`. Never raises (but for cancellation): any error, and a call
+        over its budget (half the item's remaining time), is the stage `stage` failing for `version`."""
         collected = job.collected
-
-        async def score() -> None:
-            rows = await classifier.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
-            for (part_index, text, line), scores in zip(texts, _decoded(rows, classifier_contract.decode_row)):
-                collected.classified.append(ClassifierFinding(part_index, line, text, classifier.upstream.model, scores))
-            _note_models(collected, CLASSIFIER_STAGES[0], rows)
-        await self._timed(stage, collected, self._guarded(stage, collected, score()))
+        started = time.monotonic()
+        deadline = min(job.deadline, started + max(0.0, job.deadline - started) * CLASSIFIER_SHARE)
+        try:
+            rows = await classifier.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], deadline)
+            found = [ClassifierFinding(part_index, line, text, classifier.upstream.model, version, scores)
+                     for (part_index, text, line), scores in zip(texts, _decoded(rows, classifier_contract.decode_row))]
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # never the item's failure: the policy reading this version handles it
+            collected.failures.append(StageFailure(stage, _classifier_reason(error), unloaded=isinstance(error, ModelUnloadedError),
+                                                   version=version))
+        else:
+            collected.classified.extend(found)
+            _note_models(collected, f"{CLASSIFIER_STAGES[0]}:{version}", rows)
+        finally:
+            collected.timings_ms[stage] = max(collected.timings_ms.get(stage, 0.0), (time.monotonic() - started) * 1000)
 
     async def _score_by_models(self, texts: list[MatchableText], job: _Job, stage: str) -> None:
         """Score `texts` by the text model(s) of the job's profile (see `_score_texts`)."""
@@ -294,9 +321,19 @@ class Pipeline:
             collected.matchable.extend(readable)
 
 
-def reads_classifier(policy: CompiledPolicy, shadow: CompiledPolicy | None) -> bool:
-    """Whether `policy` or its shadow candidate reads the tenant's own classifier."""
-    return policy.document.tenant_classifier is not None or (shadow is not None and shadow.document.tenant_classifier is not None)
+def classifier_versions(policy: CompiledPolicy, shadow: CompiledPolicy | None) -> tuple[str, ...]:
+    """The tenant classifier versions `policy` and its shadow candidate read (none, one or two)."""
+    uses = [p.document.tenant_classifier for p in (policy, shadow) if p is not None]
+    return tuple(dict.fromkeys(use.version for use in uses if use is not None))
+
+
+def _classifier_reason(error: Exception) -> str:
+    """A stage failure's reason for a failed classifier call (never the upstream's own message)."""
+    if isinstance(error, UpstreamError):
+        return str(error)
+    if isinstance(error, DeadlineExceededError):
+        return "over its time budget"
+    return f"failed ({type(error).__name__})"
 
 
 async def _concurrently(work: Sequence[Coroutine[Any, Any, None]]) -> None:

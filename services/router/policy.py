@@ -22,7 +22,7 @@ Example (`config/policies/default.yaml`)::
     failure: {text: closed, vision: open, ocr: open, classifier: open, model_unloaded: closed}
     audit: {include_content: false}   # the audit log keeps no raw text unless this is true
 
-A policy may also read the requesting tenant's own classifier (`tenant_classifier: {mode: add}`,
+A policy may also read the requesting tenant's own classifier (`tenant_classifier: {version: 68b7e413a4f1}`,
 `TenantClassifierUse`; docs/tenant-classifiers.md) and set thresholds on the custom categories it was
 trained for (`categories: {custom.crypto_scam: {review: 0.5, block: 0.9}}`).
 
@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, Mapping
 
 from services.common.config import FieldError
+from services.common.contracts.classifier import is_version
 from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX, is_well_formed_custom_category
 from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.router.policy_migration import migrate_categories
@@ -202,8 +203,9 @@ class AuditRules:
 
 @dataclass(frozen=True)
 class TenantClassifierUse:
-    """Read the requesting tenant's own classifier: the model `classifier.<tenant>` on the text service,
-    trained from its labelled examples with `auditmesh classifier train` (docs/tenant-classifiers.md).
+    """Read the requesting tenant's own classifier at `version`: the model `classifier.<tenant>.<version>` on
+    the text service, trained from its labelled examples with `auditmesh classifier train`
+    (docs/tenant-classifiers.md).
     Always the tenant's own: a policy cannot name another tenant's classifier, so a policy shared by
     several tenants reads each one's own.
 
@@ -214,7 +216,15 @@ class TenantClassifierUse:
     without thresholds is reported, never acts). To try a classifier before it acts, put the policy
     version that uses it in shadow or canary (docs/policy-lifecycle.md)."""
 
+    #: The classifier version this policy reads (`auditmesh classifier train` prints it): pinned, so a
+    #: retrained classifier acts only through a new policy version (shadow, canary, then active).
+    version: str = ""
     mode: Literal["add", "replace"] = "add"
+
+    def __post_init__(self) -> None:
+        if not is_version(self.version):
+            raise FieldError("version", f"the classifier version this policy reads is required (6-64 lower-case hex "
+                                        f"digits, as `auditmesh classifier train` prints it), got {self.version!r}")
 
 
 @dataclass(frozen=True)

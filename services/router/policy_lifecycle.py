@@ -80,7 +80,7 @@ class PolicyLifecycle:
         audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0,
                            compression=settings.audit_compression)
         return cls(config, control, audit, auth, labels=LabelStore(Path(settings.labels_file)),
-                   reviews=ReviewQueue(Path(settings.review_tasks_file)))
+                   reviews=ReviewQueue(Path(settings.review_tasks_file), retention_s=settings.audit_retention_days * 86400.0))
 
     @property
     def runtime(self) -> PolicyRuntime:
@@ -164,7 +164,7 @@ class PolicyLifecycle:
             if reviews.buffered:
                 try:
                     await asyncio.to_thread(reviews.flush)
-                except Exception:  # a disk error must not end the writer: the tasks stay counted as dropped
+                except Exception:  # a disk error must not end the writer: the lost tasks are counted as dropped
                     log.exception("review tasks: write failed")
 
     async def close(self) -> None:

@@ -1,4 +1,4 @@
-"""A tenant's trained classifier (services/trainer/) as a served KServe v2 model: `classifier.<tenant>`.
+"""A tenant's trained classifier (services/trainer/) as a served KServe v2 model: `classifier.<tenant>.<version>`.
 
 Contract: `services.common.contracts.classifier`. The model reads a classifier directory written by
 `auditmesh classifier train` (checked on load: checksum, encoder), shares the text service's multilingual
@@ -48,7 +48,7 @@ class TenantClassifierModel:
         self.directory = Path(directory)
         self.classifier = load(self.directory)
         self.encoder = encoder
-        self.name = contract.model_name(self.classifier.tenant)
+        self.name = contract.model_name(self.classifier.tenant, self.classifier.version)
         self.version = self.classifier.version
 
     @property

@@ -1,10 +1,11 @@
 """`auditmesh classifier activate`: put a trained tenant classifier to work through the mesh's own APIs
 (issue 40; docs/tenant-classifiers.md):
 
-1. the text service loads it: KServe `RepositoryModelLoad` of `classifier.<tenant>` (the mesh's internal
-   admin secret), from the classifier directory in its `tenant_classifiers` folder, without a restart,
-   then says which version it serves (ModelMetadata, the internal service secret): it must be this one;
-2. a new version of the tenant's policy reads it (`tenant_classifier`; each custom category the policy
+1. the text service loads it: KServe `RepositoryModelLoad` of `classifier.<tenant>.<version>` (the mesh's
+   internal admin secret), from the classifier directory in its `tenant_classifiers` folder, without a
+   restart and beside any other version (the one the active policy reads keeps serving), then says which
+   version it serves (ModelMetadata, the internal service secret): it must be this one;
+2. a new version of the tenant's policy reads it (`tenant_classifier`, pinned to this version; each custom category the policy
    has no thresholds for gets `review` at the classifier's own threshold), put through the PolicyAdmin API
    as the tenant's own version (`<tenant>:<base>+clf-<classifier version>`);
 3. that version runs as a shadow canary (`shadow`: scored and counted, never acting), a canary on a share
@@ -15,7 +16,7 @@
 
 Example::
 
-    activate(Path("classifiers/acme"), Activation("default", "shadow"), Endpoints("127.0.0.1:8102", "127.0.0.1:8105"),
+    activate(Path("var/classifiers/acme/68b7e413a4f1"), Activation("default", "shadow"), Endpoints("127.0.0.1:8101", "127.0.0.1:8105"),
              admin_key="...", internal=InternalSecrets(service="...", admin="..."))
 """
 
@@ -103,6 +104,9 @@ def candidate_version(base_version: str, tenant: str, classifier_version: str) -
         'acme:2026-12-02.1+clf-0b1c2d3e4f5a'
     """
     prefix, suffix = f"{tenant}:", f"{CLASSIFIER_MARK}{classifier_version}"
+    if len(prefix) + len(suffix) > 60:
+        raise ValueError(f"tenant {tenant!r} and classifier version {classifier_version!r} are too long for a policy "
+                         f"version id (64 characters)")
     base = base_version.split(CLASSIFIER_MARK)[0]
     base = base[len(prefix):] if base.startswith(prefix) else base
     return prefix + base[:64 - len(prefix) - len(suffix)] + suffix
@@ -111,7 +115,7 @@ def candidate_version(base_version: str, tenant: str, classifier_version: str) -
 def policy_reading(document: dict[str, Any], *, tenant: str, classifier_version: str, thresholds: dict[str, float],
                    mode: str = "add") -> dict[str, Any]:
     """A copy of the policy `document` (parsed YAML) as a new version that reads the tenant's classifier:
-    `tenant_classifier: {mode}`, and for each custom category in `thresholds` (the classifier's own) that
+    `tenant_classifier: {version, mode}`, and for each custom category in `thresholds` (the classifier's own) that
     the policy sets nothing for, `review` at that threshold. Built-in categories keep the policy's
     thresholds.
 
@@ -123,7 +127,7 @@ def policy_reading(document: dict[str, Any], *, tenant: str, classifier_version:
     """
     out = copy.deepcopy(document)
     out["version"] = candidate_version(str(document.get("version", "")), tenant, classifier_version)
-    out["tenant_classifier"] = {"mode": mode}
+    out["tenant_classifier"] = {"version": classifier_version, "mode": mode}
     categories = out.setdefault("categories", {}) or {}
     out["categories"] = categories
     for category, threshold in sorted(thresholds.items()):
@@ -137,7 +141,7 @@ def activate(directory: Path, activation: Activation, endpoints: Endpoints, *, a
     """Run the three steps (module docstring) for the classifier in `directory`; a summary of what was done.
     ArtifactError for a classifier that does not load; ActivationError naming the failed step."""
     classifier = load(directory)
-    tenant, model = classifier.tenant, model_name(classifier.tenant)
+    tenant, model = classifier.tenant, model_name(classifier.tenant, classifier.version)
     thresholds = {c: float(classifier.thresholds[k]) for k, c in enumerate(classifier.categories)}
     with grpc.insecure_channel(endpoints.text) as text:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(text)

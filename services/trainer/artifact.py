@@ -19,6 +19,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import shutil
+import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,7 +35,7 @@ from services.trainer.examples import Example, check_category
 from services.trainer.features import CharNgrams, Encoder, Featurizer
 from services.trainer.train import Trained
 
-__all__ = ["ArtifactError", "LoadedClassifier", "digest", "load", "read_manifest", "save"]
+__all__ = ["ArtifactError", "LoadedClassifier", "digest", "load", "read_manifest", "save", "save_into"]
 
 HEADS_FILE = "heads.npz"
 FORMAT = 1
@@ -62,8 +65,8 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def save(trained: Trained, directory: Path, *, tenant: str, examples_digest: str) -> Path:
-    """Write `trained` into `directory` (created) and return it."""
+def _contents(trained: Trained, tenant: str, examples_digest: str) -> tuple[dict[str, Any], bytes]:
+    """The manifest (with its version) and the heads file of `trained`."""
     categories = sorted(trained.heads)
     heads = [trained.heads[c] for c in categories]
     payload = _npz_bytes({"idf": trained.grams.idf.astype(np.float32),
@@ -77,10 +80,42 @@ def save(trained: Trained, directory: Path, *, tenant: str, examples_digest: str
         "metrics": {h.category: {"held_out": asdict(h.held_out), "threshold": round(h.threshold, 6),
                                  "trained_on": h.trained_on, "curve": [list(p) for p in h.curve]} for h in heads}}
     manifest["version"] = hashlib.sha256(json.dumps(manifest, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:12]
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / HEADS_FILE).write_bytes(payload)
-    (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return manifest, payload
+
+
+def _write(directory: Path, manifest: dict[str, Any], payload: bytes) -> Path:
+    """Write the classifier into `directory` atomically: a reader (the text service) sees the old directory
+    or the new one, never a half-written one. A directory already holding this very version, unaltered, is kept."""
+    if (directory / MANIFEST_FILE).is_file():
+        try:
+            if load(directory).version == manifest["version"]:  # whole and unaltered: nothing to write
+                return directory
+        except ArtifactError:
+            pass  # altered or half-written: replaced below
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{directory.name}.partial-", dir=directory.parent))
+    (partial / HEADS_FILE).write_bytes(payload)
+    (partial / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.chmod(partial, 0o755)
+    old = directory.parent / f".{directory.name}.old-{os.getpid()}"
+    if directory.exists():
+        os.replace(directory, old)
+    os.replace(partial, directory)
+    shutil.rmtree(old, ignore_errors=True)
     return directory
+
+
+def save(trained: Trained, directory: Path, *, tenant: str, examples_digest: str) -> Path:
+    """Write `trained` into `directory` (created; replaced atomically if it exists) and return it."""
+    manifest, payload = _contents(trained, tenant, examples_digest)
+    return _write(directory, manifest, payload)
+
+
+def save_into(trained: Trained, folder: Path, *, tenant: str, examples_digest: str) -> Path:
+    """Write `trained` into `folder/<tenant>/<version>/` (the text service's `tenant_classifiers` layout:
+    every version in its own directory, so a retrain never overwrites the version a policy reads)."""
+    manifest, payload = _contents(trained, tenant, examples_digest)
+    return _write(folder / tenant / str(manifest["version"]), manifest, payload)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """What the `auditmesh classifier` commands do, as functions (the CLI only parses and prints).
 
-    auditmesh classifier train --examples labels.jsonl --tenant acme --out classifiers/acme
-    auditmesh classifier score --classifier classifiers/acme --text "free airdrop, connect your wallet"
-    auditmesh classifier evaluate --classifier classifiers/acme --examples test.jsonl
+    auditmesh classifier train --examples labels.jsonl --tenant acme      # -> var/classifiers/acme/<version>/
+    auditmesh classifier score --classifier var/classifiers/acme/<version> --text "free airdrop, connect your wallet"
+    auditmesh classifier evaluate --classifier var/classifiers/acme/<version> --examples test.jsonl
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from services.trainer.artifact import digest, load, save
+from services.trainer.artifact import digest, load, save, save_into
 from services.trainer.examples import Example, read_examples
 from services.trainer.train import TrainConfig, scores_at, train
 
@@ -25,8 +25,8 @@ def _encoder(threads: int) -> Any:
     return MultilingualEncoder(threads=threads)
 
 
-def train_from_file(examples_path: Path, *, tenant: str, out: Path, config: TrainConfig = TrainConfig(),
-                    threads: int = 1, nice: int = 10,
+def train_from_file(examples_path: Path, *, tenant: str, out: Path | None = None, into: Path | None = None,
+                    config: TrainConfig = TrainConfig(), threads: int = 1, nice: int = 10,
                     progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Read `examples_path`, train, save into `out`; a summary (version, per-category held-out scores and
     learning curve, seconds). The process lowers its own priority by `nice` first, so a training run on a
@@ -37,19 +37,27 @@ def train_from_file(examples_path: Path, *, tenant: str, out: Path, config: Trai
     started = time.perf_counter()
     examples = read_examples(examples_path)
     progress(f"read {len(examples)} examples from {examples_path}")
-    return train_examples(examples, tenant=tenant, out=out, config=config, threads=threads, progress=progress,
-                          started=started)
+    return train_examples(examples, tenant=tenant, out=out, into=into, config=config, threads=threads,
+                          progress=progress, started=started)
 
 
-def train_examples(examples: Sequence[Example], *, tenant: str, out: Path, config: TrainConfig = TrainConfig(),
-                   threads: int = 1, progress: Callable[[str], None] = lambda message: None,
-                   started: float | None = None) -> dict[str, Any]:
-    """Train on `examples` (already read: a file, or the router's label store) and save into `out`; the
-    summary `train_from_file` returns."""
+def train_examples(examples: Sequence[Example], *, tenant: str, out: Path | None = None, into: Path | None = None,
+                   config: TrainConfig = TrainConfig(), threads: int = 1,
+                   progress: Callable[[str], None] = lambda message: None, started: float | None = None) -> dict[str, Any]:
+    """Train on `examples` (already read: a file, or the router's label store) and save the classifier into
+    the directory `out`, or into `into/<tenant>/<version>/` (the text service's `tenant_classifiers`
+    layout); the summary `train_from_file` returns. ValueError unless exactly one of them is given."""
+    if (out is None) == (into is None):
+        raise ValueError("give the classifier directory (out) or the classifiers folder (into), not both")
     started = time.perf_counter() if started is None else started
     trained = train(examples, encoder=_encoder(threads), config=config, progress=progress)
-    classifier = load(save(trained, out, tenant=tenant, examples_digest=digest(examples)))
-    return {"tenant": tenant, "version": classifier.version, "path": str(out), "examples": len(examples),
+    if out is not None:
+        path = save(trained, out, tenant=tenant, examples_digest=digest(examples))
+    else:
+        assert into is not None
+        path = save_into(trained, into, tenant=tenant, examples_digest=digest(examples))
+    classifier = load(path)
+    return {"tenant": tenant, "version": classifier.version, "path": str(path), "examples": len(examples),
             "seconds": round(time.perf_counter() - started, 1), "categories": classifier.manifest["metrics"]}
 
 

@@ -6,6 +6,7 @@ SubmitLabels for the task's item; another tenant's key sees none of it."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import grpc
 import pytest
@@ -34,18 +35,16 @@ def add_sampled_tenant(admin: apb_grpc.PolicyAdminStub) -> None:
     admin.PutVersion(apb.PutVersionRequest(kind=apb.TENANTS, content=yaml.safe_dump(tenants), activate=True), metadata=ADMIN)
 
 
-def read_tasks(admin: apb_grpc.PolicyAdminStub, count: int, visibility_s: float) -> list[apb.ReviewTask]:
-    """`count` tasks from a new stream of initech's tasks (then the stream is cancelled: no ack)."""
-    stream = admin.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="initech", max_unacked=10,
-                                                                  visibility_timeout_s=visibility_s),
-                                     metadata=ADMIN, timeout=30.0)
-    tasks = []
-    for task in stream:
-        tasks.append(task)
-        if len(tasks) == count:
-            break
-    stream.cancel()
-    return tasks
+def open_stream(admin: apb_grpc.PolicyAdminStub, visibility_s: float) -> Any:
+    """A stream of initech's review tasks (left open)."""
+    return admin.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="initech", max_unacked=10,
+                                                                visibility_timeout_s=visibility_s),
+                                   metadata=ADMIN, timeout=60.0)
+
+
+def read_tasks(stream: Any, count: int) -> list[apb.ReviewTask]:
+    """The next `count` tasks of `stream` (the stream stays open)."""
+    return [next(stream) for _ in range(count)]
 
 
 def test_tasks_survive_a_killed_router_until_acked_and_labels_go_back() -> None:
@@ -61,7 +60,8 @@ def test_tasks_survive_a_killed_router_until_acked_and_labels_go_back() -> None:
                 for index, text in enumerate(TEXTS):
                     stub.Moderate(pb.ModerateRequest(item=pb.Item(id=f"m-{index}", parts=[pb.Part(text=text)])),
                                   metadata=[("x-api-key", KEY)], timeout=20.0)
-            first = read_tasks(admin, 3, visibility_s=3.0)
+            stream = open_stream(admin, visibility_s=3.0)
+            first = read_tasks(stream, 3)
             assert sorted(t.record.item_id for t in first) == ["m-0", "m-1", "m-2"]
             assert {(t.reason, t.deliveries, t.record.tenant) for t in first} == {("sample_allow", 1, "initech")}
             assert all(t.task_id == t.record.audit_id and t.record.policy_name == "default" and t.record.models
@@ -76,14 +76,19 @@ def test_tasks_survive_a_killed_router_until_acked_and_labels_go_back() -> None:
                 next(iter(acme))
             assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
-        mesh.processes[router].kill()  # mid-stream: the two unacked tasks are leased to a consumer that is gone
-        mesh.processes[router].wait(10.0)
+            mesh.processes[router].kill()  # mid-stream: the consumer's stream is open, two of its tasks unacked
+            mesh.processes[router].wait(10.0)
+            with pytest.raises(grpc.RpcError) as broken:
+                next(stream)
+            assert broken.value.code() == grpc.StatusCode.UNAVAILABLE
         mesh.start_service(router)
         mesh.wait_serving(router, 60.0)
         time.sleep(3.0)  # their leases end
         with grpc.insecure_channel(mesh.admin_address) as channel:
             admin = apb_grpc.PolicyAdminStub(channel)
-            again = read_tasks(admin, 2, visibility_s=30.0)
+            stream = open_stream(admin, visibility_s=30.0)
+            again = read_tasks(stream, 2)
+            stream.cancel()
             assert sorted((t.record.item_id, t.deliveries) for t in again) == [("m-1", 2), ("m-2", 2)]
             assert admin.AckReviewTasks(apb.AckReviewTasksRequest(tenant="initech", task_ids=[t.task_id for t in again]),
                                         metadata=ADMIN).acked == 2

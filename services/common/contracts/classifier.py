@@ -1,7 +1,10 @@
 """Tensor contract of a tenant classifier served as a KServe v2 model (issue 40), declared once.
 
 A classifier trained with `auditmesh classifier train` (services/trainer/) is served under the model name
-`classifier.<tenant>`, its version the classifier's version (a digest of what it was trained from):
+`classifier.<tenant>.<version>`, its version the classifier's version (a digest of what it was trained
+from) as well: a policy pins the version it reads, so several versions of one tenant's classifier can be
+served at once (the active policy's and a shadow candidate's), and a retrained classifier never replaces
+the one a policy already reads:
 
 * input `TEXT`: BYTES [N, 1], UTF-8 texts (the same input as the text models);
 * output `SCORES`: BYTES [N, 1], per text a JSON object {category: {"score": 0..1, "flagged": bool}} for
@@ -31,7 +34,7 @@ from services.common.contracts.rows import MalformedRowError, row_bytes
 from services.common.contracts.tensors import TensorSpec
 
 __all__ = ["INPUT", "MANIFEST_FILE", "MODEL_PREFIX", "OUTPUT", "OUTPUTS", "ROUTER_OUTPUTS", "decode_row", "decode_scores",
-           "encode_scores", "model_name"]
+           "encode_scores", "is_version", "model_name", "parse_model_name"]
 
 MODEL_PREFIX = "classifier."
 #: The file that makes a directory a classifier (services/trainer/artifact.py writes it; the text service
@@ -42,20 +45,43 @@ OUTPUT = TensorSpec("SCORES", "BYTES", (1,))
 OUTPUTS = (OUTPUT,)
 #: The outputs the router asks for.
 ROUTER_OUTPUTS: tuple[str, ...] = (OUTPUT.name,)
-_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+_VERSION = re.compile(r"[0-9a-f]{6,64}")
 
 
-def model_name(tenant: str) -> str:
-    """The KServe model name of `tenant`'s classifier; ValueError for a tenant id that cannot be one.
+def is_version(version: str) -> bool:
+    """Whether `version` can be a classifier's version (6-64 lower-case hex digits)."""
+    return _VERSION.fullmatch(version) is not None
+
+
+def model_name(tenant: str, version: str) -> str:
+    """The KServe model name of `tenant`'s classifier at `version`; ValueError for a tenant id or version
+    that cannot be part of one.
 
     Example::
 
-        >>> model_name("acme")
-        'classifier.acme'
+        >>> model_name("acme", "68b7e413a4f1")
+        'classifier.acme.68b7e413a4f1'
     """
     if not _TENANT.fullmatch(tenant):
-        raise ValueError(f"tenant {tenant!r}: a classifier's tenant must be 1-63 letters, digits, '.', '_' or '-'")
-    return MODEL_PREFIX + tenant
+        raise ValueError(f"tenant {tenant!r}: a classifier's tenant must be 1-63 letters, digits, '_' or '-'")
+    if not is_version(version):
+        raise ValueError(f"version {version!r}: a classifier's version is 6-64 lower-case hex digits")
+    return f"{MODEL_PREFIX}{tenant}.{version}"
+
+
+def parse_model_name(name: str) -> tuple[str, str] | None:
+    """(tenant, version) of a classifier's model name, or None for any other name.
+
+    Example::
+
+        >>> parse_model_name("classifier.acme.68b7e413a4f1"), parse_model_name("text_moderation")
+        (('acme', '68b7e413a4f1'), None)
+    """
+    if not name.startswith(MODEL_PREFIX):
+        return None
+    tenant, _, version = name[len(MODEL_PREFIX):].partition(".")
+    return (tenant, version) if _TENANT.fullmatch(tenant) and is_version(version) else None
 
 
 def encode_scores(scores: Mapping[str, float], flagged: Mapping[str, bool]) -> bytes:

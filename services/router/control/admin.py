@@ -20,7 +20,8 @@ from auditmesh.v1 import moderation_pb2 as pb
 
 from services.common.auth_guard import AuthGuard
 from services.common.auth_throttle import AuthThrottle
-from services.common.errors import FailedPreconditionError, InvalidRequestError, NotFoundError, PermissionDeniedError
+from services.common.errors import (FailedPreconditionError, InvalidRequestError, LimitExceededError, NotFoundError,
+                                    PermissionDeniedError)
 from services.common.status import call_status
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
@@ -36,6 +37,8 @@ from services.router.messages import DECISIONS, evidence_message
 
 log = logging.getLogger(__name__)
 ADMIN_SERVICE_NAME = "auditmesh.v1.PolicyAdmin"
+#: StreamReviewTasks calls one tenant may have open at once (each polls the queue).
+MAX_STREAMS_PER_TENANT = 4
 T = TypeVar("T")
 KINDS: dict[int, Kind] = {apb.DOCUMENT_KIND_UNSPECIFIED: "policy", apb.POLICY: "policy", apb.TENANTS: "tenants"}
 KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
@@ -54,6 +57,8 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         self.reviews = reviews
         #: How often an open StreamReviewTasks looks for new tasks and ended leases.
         self.poll_s = poll_s
+        #: Open StreamReviewTasks calls per tenant (at most MAX_STREAMS_PER_TENANT each).
+        self._streams: dict[str, int] = {}
         #: The failed-auth throttle (the router's main.py gives it one counted in its metrics).
         self.guard = guard or AuthGuard(AuthThrottle(), surface="admin")
 
@@ -206,6 +211,11 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             if not request.tenant:
                 raise InvalidRequestError("tenant: required; review tasks are read one tenant at a time")
             self.auth.require(key, request.tenant)
+            if request.tenant not in self.control.runtime.snapshot.tenants.tenants:
+                raise NotFoundError(f"tenant: no tenant {request.tenant!r} in the active tenants version")
+            if self._streams.get(request.tenant, 0) >= MAX_STREAMS_PER_TENANT:
+                raise LimitExceededError(f"tenant {request.tenant!r} has {MAX_STREAMS_PER_TENANT} review-task streams open, "
+                                         f"the most it may; close one or consume from fewer")
             window = request.max_unacked or 100
             visibility = request.visibility_timeout_s or 60.0
             if not 1 <= window <= MAX_LEASE:
@@ -214,17 +224,21 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
                 raise InvalidRequestError(f"visibility_timeout_s: must be in (0, {MAX_VISIBILITY_S:g}], got {visibility:g}")
             queue = self._review_queue()
             out: list[str] = []  # this stream's tasks still leased (delivered, not acked, lease not over)
-            while True:
-                if out:
-                    live = await asyncio.to_thread(queue.leased, request.tenant, out)
-                    out = [task_id for task_id in out if task_id in live]
-                room = window - len(out)
-                tasks = await asyncio.to_thread(queue.lease, request.tenant, limit=room, visibility_s=visibility) if room else []
-                for task in tasks:
-                    out.append(task.task_id)
-                    yield review_task_message(task)
-                if len(tasks) < room or not room:
-                    await asyncio.sleep(self.poll_s)
+            self._streams[request.tenant] = self._streams.get(request.tenant, 0) + 1
+            try:
+                while True:
+                    if out:
+                        live = await asyncio.to_thread(queue.leased, request.tenant, out)
+                        out = [task_id for task_id in out if task_id in live]
+                    room = window - len(out)
+                    tasks = await asyncio.to_thread(queue.lease, request.tenant, limit=room, visibility_s=visibility) if room else []
+                    for task in tasks:
+                        out.append(task.task_id)
+                        yield review_task_message(task)
+                    if len(tasks) < room or not room:
+                        await asyncio.sleep(self.poll_s)
+            finally:
+                self._streams[request.tenant] -= 1
 
     async def AckReviewTasks(self, request: apb.AckReviewTasksRequest, context: grpc.aio.ServicerContext) -> apb.AckReviewTasksResponse:
         if not request.tenant:

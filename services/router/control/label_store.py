@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from services.common.errors import InvalidRequestError, LimitExceededError
-from services.router.control.sqlite_wal import open_shared
+from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
 __all__ = ["Label", "LabelStore", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted", "check_items"]
@@ -41,6 +42,10 @@ MAX_ITEMS_PER_CALL = 1000
 MAX_PAGE = 1000
 DEFAULT_PAGE = 500
 MAX_ID_CHARS = 128
+#: The latest `labelled_at` accepted (year 2100).
+MAX_TIME = 4_102_444_800.0
+#: Text bytes one ExportLabels page carries at most (well under gRPC's message limits).
+MAX_PAGE_BYTES = 8 * 1024 * 1024
 MAX_CATEGORIES = 32
 
 _SCHEMA = """
@@ -91,8 +96,8 @@ def check_items(items: Sequence[Label]) -> None:
                 raise InvalidRequestError(f"{where}.labels.{category}: must be 1 or 0")
         if len(item.reviewer) > MAX_ID_CHARS or not item.reviewer.isprintable():
             raise InvalidRequestError(f"{where}.reviewer: at most {MAX_ID_CHARS} printable characters")
-        if item.labelled_at < 0:
-            raise InvalidRequestError(f"{where}.labelled_at: must not be negative")
+        if not math.isfinite(item.labelled_at) or not 0 <= item.labelled_at <= MAX_TIME:
+            raise InvalidRequestError(f"{where}.labelled_at: seconds since the Unix epoch (0 = now), got {item.labelled_at}")
 
 
 class LabelStore:
@@ -114,30 +119,25 @@ class LabelStore:
         check_items(items)
         now = self._clock()
         latest = {item.item_id: item for item in items}  # the same id twice in one call: the last counts
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")  # autocommit connection: one explicit transaction, all or nothing
-            try:
-                known = self._existing(tenant, list(latest))
-                total = self.count_locked(tenant)
-                added = len(latest) - len(known)
-                if total + added > self.max_per_tenant:
-                    raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
-                                             f"the limit of {self.max_per_tenant}")
-                self._db.executemany(
-                    "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
-                    "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at",
-                    [(tenant, item.item_id, item.text, json.dumps(dict(sorted(item.labels.items())), separators=(",", ":")),
-                      item.reviewer, item.labelled_at or now) for item in latest.values()])
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            return Submitted(added, len(known), total + added)
+        with self._lock, write_transaction(self._db):
+            known = self._existing(tenant, list(latest))
+            total = self.count_locked(tenant)
+            added = len(latest) - len(known)
+            if total + added > self.max_per_tenant:
+                raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
+                                         f"the limit of {self.max_per_tenant}")
+            self._db.executemany(
+                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
+                "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at",
+                [(tenant, item.item_id, item.text, json.dumps(dict(sorted(item.labels.items())), separators=(",", ":")),
+                  item.reviewer, item.labelled_at or now) for item in latest.values()])
+        return Submitted(added, len(known), total + added)
 
     def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]:
-        """`tenant`'s labels in item-id order after `page_token`, at most `limit` (1..MAX_PAGE), and the next
-        token ("" at the end). InvalidRequestError for a bad limit or token."""
+        """`tenant`'s labels in item-id order after `page_token`, at most `limit` (1..MAX_PAGE) and about
+        `MAX_PAGE_BYTES` of text, and the next token ("" at the end). InvalidRequestError for a bad limit or
+        token."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
         after = _decode_token(page_token)
@@ -145,7 +145,13 @@ class LabelStore:
             rows = self._db.execute(
                 "SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? AND item_id > ? "
                 "ORDER BY item_id LIMIT ?", (tenant, after, limit + 1)).fetchall()
-        labels = [Label(item_id, text, json.loads(raw), reviewer, at) for item_id, text, raw, reviewer, at in rows[:limit]]
+        labels: list[Label] = []
+        size = 0
+        for item_id, text, raw, reviewer, at in rows[:limit]:
+            size += len(text.encode("utf-8"))
+            if labels and size > MAX_PAGE_BYTES:  # a page of long texts ends early: the token goes on from here
+                return labels, _encode_token(labels[-1].item_id)
+            labels.append(Label(item_id, text, json.loads(raw), reviewer, at))
         return labels, (_encode_token(labels[-1].item_id) if len(rows) > limit else "")
 
     def count(self, tenant: str) -> int:

@@ -20,7 +20,9 @@ loses no task it had written: after the restart, the unacked ones are delivered 
 Write path: the request path only appends to a bounded in-memory buffer (`offer`, O(1), never waits on
 disk); a background task writes it every `flush_interval_s` in one transaction. A crash (SIGKILL) can lose
 the tasks of the last interval not yet written (default 0.05 s); a graceful stop writes them all. A full
-buffer, or a tenant already holding `max_pending` tasks, drops new tasks and counts them (`dropped`).
+buffer, a tenant already holding `max_pending` tasks, or a write that fails drops tasks and counts them
+(`dropped`). Tasks are kept at most `retention_s` (the audit log's retention, `lifecycle.audit_retention_days`):
+a task is a copy of an audit record and never outlives it.
 
 Example::
 
@@ -44,7 +46,7 @@ from typing import Callable, Literal, Sequence
 from services.common.errors import InvalidRequestError
 from services.router.control.audit import AuditRecord
 from services.router.control.canary import canary_fraction
-from services.router.control.sqlite_wal import open_shared
+from services.router.control.sqlite_wal import open_shared, write_transaction
 
 __all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "Reason", "task_reason"]
 
@@ -55,13 +57,17 @@ MAX_PENDING_PER_TENANT = 100_000
 MAX_BUFFER = 50_000
 MAX_LEASE = 1000
 MAX_VISIBILITY_S = 3600.0
+#: Seconds between deletions of tasks past their retention.
+PRUNE_EVERY_S = 60.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, tenant TEXT NOT NULL, created REAL NOT NULL,
     reason TEXT NOT NULL, record TEXT NOT NULL, lease_until REAL NOT NULL DEFAULT 0,
     deliveries INTEGER NOT NULL DEFAULT 0, UNIQUE (tenant, task_id));
-CREATE INDEX IF NOT EXISTS tasks_ready ON tasks (tenant, lease_until, seq);
+CREATE INDEX IF NOT EXISTS tasks_by_tenant ON tasks (tenant, seq);
+CREATE INDEX IF NOT EXISTS tasks_by_age ON tasks (created);
+DROP INDEX IF EXISTS tasks_ready;
 """
 
 
@@ -114,10 +120,13 @@ class ReviewQueue:
     """See the module docstring. `offer` from the event loop; the rest from any thread."""
 
     def __init__(self, path: Path, *, max_pending: int = MAX_PENDING_PER_TENANT, max_buffer: int = MAX_BUFFER,
-                 clock: Callable[[], float] = time.time) -> None:
+                 retention_s: float = 30 * 86400.0, clock: Callable[[], float] = time.time) -> None:
         self.max_pending = max_pending
-        self.dropped = 0
+        self.retention_s = retention_s
+        self._dropped = 0
+        self._counter = threading.Lock()
         self._clock = clock
+        self._last_prune = 0.0
         self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
         self._max_buffer = max_buffer
         self._lock = threading.Lock()
@@ -128,65 +137,73 @@ class ReviewQueue:
     def offer(self, record: AuditRecord, reason: str) -> None:
         """Queue a task for the next write (dropped and counted when the buffer is full)."""
         if len(self._buffer) >= self._max_buffer:
-            self.dropped += 1
+            self._drop(1)
             return
         self._buffer.append((record, reason))
+
+    @property
+    def dropped(self) -> int:
+        """Tasks dropped so far (buffer full, a tenant at its bound, or a write that failed)."""
+        return self._dropped
+
+    def _drop(self, count: int) -> None:
+        with self._counter:
+            self._dropped += count
 
     @property
     def buffered(self) -> int:
         return len(self._buffer)
 
     def flush(self) -> int:
-        """Write the buffered tasks in one transaction; returns how many were stored (a tenant at its bound
-        drops the rest of its tasks, counted)."""
+        """Write the buffered tasks in one transaction; returns how many were stored. A tenant at its bound
+        drops the rest of its tasks; a write that fails (a locked or full disk) drops them all; both are
+        counted. Tasks older than `retention_s` (the audit log's retention) are deleted as it goes."""
         with self._lock:
             taken = [self._buffer.popleft() for _ in range(len(self._buffer))]
             if not taken:
+                self._prune()
                 return 0
-            stored = 0
-            self._db.execute("BEGIN IMMEDIATE")
+            stored = over = 0
             try:
-                room: dict[str, int] = {}
-                for record, reason in taken:
-                    tenant = record.tenant
-                    if tenant not in room:
-                        room[tenant] = self.max_pending - self._count(tenant)
-                    if room[tenant] <= 0:
-                        self.dropped += 1
-                        continue
-                    text = json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
-                    inserted = self._db.execute(
-                        "INSERT OR IGNORE INTO tasks (task_id, tenant, created, reason, record) VALUES (?, ?, ?, ?, ?)",
-                        (record.audit_id, tenant, record.time, reason, text)).rowcount
-                    room[tenant] -= inserted
-                    stored += inserted
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                self.dropped += len(taken)  # none of them was written
+                with write_transaction(self._db):
+                    room: dict[str, int] = {}
+                    for record, reason in taken:
+                        tenant = record.tenant
+                        if tenant not in room:
+                            room[tenant] = self.max_pending - self._count(tenant)
+                        if room[tenant] <= 0:
+                            over += 1
+                            continue
+                        text = json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
+                        inserted = self._db.execute(
+                            "INSERT OR IGNORE INTO tasks (task_id, tenant, created, reason, record) VALUES (?, ?, ?, ?, ?)",
+                            (record.audit_id, tenant, record.time, reason, text)).rowcount
+                        room[tenant] -= inserted
+                        stored += inserted
+            except Exception:
+                self._drop(len(taken))  # none of them was written
                 raise
-            self._db.execute("COMMIT")
+            self._drop(over)
+            self._prune()
             return stored
 
     def lease(self, tenant: str, *, limit: int, visibility_s: float) -> list[ReviewTask]:
         """Up to `limit` of `tenant`'s tasks that are not leased (never delivered, or their lease ended),
-        oldest first, leased for `visibility_s` seconds."""
+        oldest first, leased for `visibility_s` seconds. Finding none costs a read, no write lock."""
         if not 1 <= limit <= MAX_LEASE:
             raise InvalidRequestError(f"limit: must be 1..{MAX_LEASE}, got {limit}")
         if not 0.0 < visibility_s <= MAX_VISIBILITY_S:
             raise InvalidRequestError(f"visibility_timeout_s: must be in (0, {MAX_VISIBILITY_S:g}], got {visibility_s}")
         now = self._clock()
+        query = ("SELECT seq, task_id, reason, deliveries, record FROM tasks WHERE tenant = ? AND lease_until <= ? "
+                 "ORDER BY seq LIMIT ?")
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                rows = self._db.execute(
-                    "SELECT seq, task_id, reason, deliveries, record FROM tasks WHERE tenant = ? AND lease_until <= ? "
-                    "ORDER BY seq LIMIT ?", (tenant, now, limit)).fetchall()
+            if not self._db.execute(query, (tenant, now, 1)).fetchall():
+                return []
+            with write_transaction(self._db):
+                rows = self._db.execute(query, (tenant, now, limit)).fetchall()
                 self._db.executemany("UPDATE tasks SET lease_until = ?, deliveries = deliveries + 1 WHERE seq = ?",
                                      [(now + visibility_s, row[0]) for row in rows])
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
         return [ReviewTask(task_id, reason, deliveries + 1, AuditRecord.from_json_dict(json.loads(record)))
                 for _, task_id, reason, deliveries, record in rows]
 
@@ -194,9 +211,13 @@ class ReviewQueue:
         """Delete `tenant`'s tasks named in `task_ids` (another tenant's ids match nothing); how many."""
         if len(task_ids) > MAX_LEASE:
             raise InvalidRequestError(f"task_ids: at most {MAX_LEASE} per call, got {len(task_ids)}")
+        ids = list(dict.fromkeys(task_ids))
+        if not ids:
+            return 0
         with self._lock:
-            return sum(self._db.execute("DELETE FROM tasks WHERE tenant = ? AND task_id = ?", (tenant, task_id)).rowcount
-                       for task_id in dict.fromkeys(task_ids))
+            marks = ",".join("?" * len(ids))
+            return int(self._db.execute(f"DELETE FROM tasks WHERE tenant = ? AND task_id IN ({marks})",
+                                        (tenant, *ids)).rowcount)
 
     def leased(self, tenant: str, task_ids: Sequence[str]) -> set[str]:
         """Which of `task_ids` are still `tenant`'s, leased now (delivered, not acked, lease not over)."""
@@ -221,6 +242,13 @@ class ReviewQueue:
         self.flush()
         with self._lock:
             self._db.close()
+
+    def _prune(self) -> None:
+        now = self._clock()
+        if now - self._last_prune < PRUNE_EVERY_S:
+            return
+        self._last_prune = now
+        self._db.execute("DELETE FROM tasks WHERE created < ?", (now - self.retention_s,))
 
     def _count(self, tenant: str) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM tasks WHERE tenant = ?", (tenant,)).fetchone()[0])

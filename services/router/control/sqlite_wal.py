@@ -13,10 +13,12 @@ permissions; a file left by an older version with wider permissions is narrowed 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Iterator
 
 RETRY_S = 0.05
 #: Owner read/write only: the database and its -wal / -shm files.
@@ -51,3 +53,24 @@ def restrict(path: Path) -> None:
                 os.chmod(file, FILE_MODE)
         except FileNotFoundError:
             pass
+
+
+@contextlib.contextmanager
+def write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`BEGIN IMMEDIATE` ... `COMMIT` on an autocommit connection (`open_shared`), all or nothing: any error,
+    in the body or in `COMMIT` itself (a full disk), rolls back, so the connection is never left inside a
+    transaction that every later write would trip on.
+
+    Example::
+
+        with write_transaction(db):
+            db.executemany("INSERT ...", rows)
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.common.contracts.classifier import decode_scores, encode_scores, model_name
+from services.common.contracts.classifier import decode_scores, encode_scores, model_name, parse_model_name
 from services.common.errors import InvalidInputError
 from services.common.serving.model_api import ServedModel
 from services.text.multilingual import MultilingualEncoder
@@ -34,10 +34,10 @@ def served(tmp_path_factory: pytest.TempPathFactory, encoder: MultilingualEncode
 
 def test_the_classifier_is_a_kserve_model_named_for_its_tenant_and_versioned(served: TenantClassifierModel) -> None:
     model: ServedModel = served
-    assert model.name == "classifier.acme" and model.version == served.classifier.version
+    assert model.name == f"classifier.acme.{served.classifier.version}" and model.version == served.classifier.version
     assert [s.name for s in model.inputs] == ["TEXT"] and [s.name for s in model.outputs] == ["SCORES"]
     files = model.model_files()
-    assert files[0].name == "classifier.acme" and files[0].sha256 == served.classifier.manifest["heads_sha256"]
+    assert files[0].name == model.name and files[0].sha256 == served.classifier.manifest["heads_sha256"]
     assert served.categories == ("custom.crypto_scam", "spam")
 
 
@@ -61,15 +61,19 @@ def test_bad_input_and_a_broken_directory_are_refused(served: TenantClassifierMo
 
 
 def test_the_contract_names_and_rows() -> None:
-    assert model_name("acme-eu_1") == "classifier.acme-eu_1"
+    assert model_name("acme-eu_1", "68b7e413a4f1") == "classifier.acme-eu_1.68b7e413a4f1"
     with pytest.raises(ValueError, match="tenant"):
-        model_name("../etc")
+        model_name("../etc", "68b7e413a4f1")
+    with pytest.raises(ValueError, match="version"):
+        model_name("acme", "LATEST")
+    assert parse_model_name("classifier.acme-eu_1.68b7e413a4f1") == ("acme-eu_1", "68b7e413a4f1")
+    assert parse_model_name("classifier.acme") is None and parse_model_name("text_moderation") is None
     assert decode_scores(encode_scores({"hate": 0.25}, {"hate": False})) == {"hate": (0.25, False)}
     with pytest.raises(ValueError, match="SCORES"):
         decode_scores(b"[1, 2]")
 
 
-def test_the_text_service_serves_every_classifier_in_its_folder_and_refuses_two_for_one_tenant(
+def test_the_text_service_serves_every_classifier_in_its_folder_and_skips_broken_ones(
         served: TenantClassifierModel, tmp_path: Path, encoder: MultilingualEncoder) -> None:
     import shutil
 
@@ -77,13 +81,16 @@ def test_the_text_service_serves_every_classifier_in_its_folder_and_refuses_two_
     from services.text.server import tenant_classifier_models
 
     folder = tmp_path / "classifiers"
-    shutil.copytree(served.directory, folder / "acme")
+    shutil.copytree(served.directory, folder / "acme" / served.version)  # what `train --into` writes
     (folder / "notes").mkdir()  # a directory without classifier.json is not a classifier
-    models = tenant_classifier_models(folder, encoder)
-    assert [m.name for m in models] == ["classifier.acme"]
-    shutil.copytree(served.directory, folder / "acme-copy")
-    with pytest.raises(ValueError, match="both hold classifier.acme"):
-        tenant_classifier_models(folder, encoder)
+    assert [m.name for m in tenant_classifier_models(folder, encoder)] == [served.name]
+    shutil.copytree(served.directory, folder / "acme-copy")  # the same version twice: served once
+    broken = folder / "globex" / "0123456789ab"
+    shutil.copytree(served.directory, broken)
+    (broken / "heads.npz").write_bytes(b"truncated")  # a half-written or altered directory
+    partial = folder / "acme" / ".0ddba11.partial-x"  # one being written right now
+    shutil.copytree(served.directory, partial)
+    assert [m.name for m in tenant_classifier_models(folder, encoder)] == [served.name]  # never stops the service
     assert tenant_classifier_models(tmp_path / "missing" / "classifiers", encoder) == []  # created, empty
     assert (tmp_path / "missing" / "classifiers").is_dir()
     (tmp_path / "a-file").write_text("not a folder")
@@ -93,7 +100,7 @@ def test_the_text_service_serves_every_classifier_in_its_folder_and_refuses_two_
         ModalityServiceConfig(service="vision", tenant_classifiers=str(folder))
 
 
-def test_repository_model_load_builds_a_tenants_classifier_from_the_folder_as_it_is_now(
+def test_repository_model_load_builds_a_tenants_classifier_version_from_the_folder_as_it_is_now(
         served: TenantClassifierModel, tmp_path: Path, encoder: MultilingualEncoder) -> None:
     import shutil
     from types import SimpleNamespace
@@ -106,13 +113,31 @@ def test_repository_model_load_builds_a_tenants_classifier_from_the_folder_as_it
     folder.mkdir()
     config = ModalityServiceConfig(service="text", tenant_classifiers=str(folder))
     serving = {"text_moderation": SimpleNamespace(multilingual_encoder=encoder)}
+    name = served.name
     assert load_tenant_classifier(config, "text_moderation", serving) is None  # not its kind: the usual reload
-    with pytest.raises(NotFoundError, match="no classifier for tenant 'acme'"):
+    with pytest.raises(NotFoundError, match=f"no classifier of tenant 'acme' at version {served.version}"):
+        load_tenant_classifier(config, name, serving)
+    with pytest.raises(NotFoundError, match="classifier.<tenant>.<version>"):
         load_tenant_classifier(config, "classifier.acme", serving)
+    (folder / "globex").mkdir()
+    (folder / "globex" / "classifier.json").write_text("{not json")  # another tenant's broken manifest
     shutil.copytree(served.directory, folder / "trained-after-start")  # any directory name: the manifest says whose
-    model = load_tenant_classifier(config, "classifier.acme", serving)
-    assert model is not None and (model.name, model.version) == ("classifier.acme", served.version)
+    model = load_tenant_classifier(config, name, serving)
+    assert model is not None and (model.name, model.version) == (name, served.version)
     with pytest.raises(NotFoundError, match="text_moderation is not serving"):
-        load_tenant_classifier(config, "classifier.acme", {})
+        load_tenant_classifier(config, name, {})
     with pytest.raises(NotFoundError, match="serves no tenant classifiers"):
-        load_tenant_classifier(ModalityServiceConfig(service="text"), "classifier.acme", serving)
+        load_tenant_classifier(ModalityServiceConfig(service="text"), name, serving)
+
+
+def test_saving_is_atomic_and_versioned_directories_never_overwrite(served: TenantClassifierModel, tmp_path: Path) -> None:
+    from services.trainer.artifact import load, save_into
+    from services.trainer.train import TrainConfig, train
+    from services.trainer.artifact import digest
+
+    examples = labelled(240)
+    trained = train(examples, encoder=served.encoder, config=TrainConfig(curve=(), max_terms=2_000))
+    first = save_into(trained, tmp_path, tenant="acme", examples_digest=digest(examples))
+    assert first == tmp_path / "acme" / served.version and load(first).version == served.version
+    again = save_into(trained, tmp_path, tenant="acme", examples_digest=digest(examples))
+    assert again == first and sorted(p.name for p in (tmp_path / "acme").iterdir()) == [served.version]  # no partials left

@@ -22,7 +22,7 @@ def test_the_new_version_reads_the_classifier_and_reviews_new_custom_categories_
     document = policy_reading(shipped, tenant="acme", classifier_version="9f2e1b7d0c4a", mode="replace",
                               thresholds={"custom.crypto_scam": 0.41234, "custom.kept": 0.2, "spam": 0.3})
     assert document["version"] == f"acme:{shipped['version']}+clf-9f2e1b7d0c4a"
-    assert document["tenant_classifier"] == {"mode": "replace"}
+    assert document["tenant_classifier"] == {"version": "9f2e1b7d0c4a", "mode": "replace"}
     assert document["categories"]["custom.crypto_scam"] == {"review": 0.4123}
     assert document["categories"]["custom.kept"] == {"block": 0.7}  # the policy's own thresholds stay
     assert document["categories"]["spam"] == shipped["categories"]["spam"]  # built-in: the policy's
@@ -55,3 +55,9 @@ def test_the_cli_refuses_without_an_admin_key_or_the_secrets(tmp_path: Path, cap
     assert f"cannot read {tmp_path / 'missing'}" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # one stage, not two
         main([*base, "--full", "--admin-key", "k"])
+
+
+def test_max_disagreement_only_bounds_a_shadow_canary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["classifier", "activate", "--classifier", str(tmp_path), "--policy", "default", "--full",
+                 "--admin-key", "k", "--max-disagreement", "0.2"]) == 2
+    assert "--max-disagreement bounds a shadow canary" in capsys.readouterr().err

@@ -151,8 +151,8 @@ async def test_review_tasks_stream_within_the_window_and_acks_free_it(admin: Adm
     from tests.unit.router.control.test_audit import record_for
 
     for i in range(3):
-        admin.reviews.offer(record_for("a", item=f"m-{i}"), "review")
-    admin.reviews.offer(record_for("b", item="b-1"), "review")
+        admin.reviews.offer(record_for("a", item=f"m-{i}", at=time.time()), "review")
+    admin.reviews.offer(record_for("b", item="b-1", at=time.time()), "review")
     admin.reviews.flush()
     stream = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="a", max_unacked=2, visibility_timeout_s=30),
                                           metadata=admin_key(SCOPED_KEY))
@@ -160,12 +160,26 @@ async def test_review_tasks_stream_within_the_window_and_acks_free_it(admin: Adm
     assert [(t.record.item_id, t.reason, t.deliveries, t.record.tenant) for t in (first, second)] == [
         ("m-0", "review", 1, "a"), ("m-1", "review", 1, "a")]
     assert first.task_id == first.record.audit_id
+    pending = asyncio.ensure_future(stream.read())
+    await asyncio.sleep(0.3)  # several polls: the window (2) is full, so m-2 waits
+    assert not pending.done()
     done = await admin.stub.AckReviewTasks(apb.AckReviewTasksRequest(tenant="a", task_ids=[first.task_id]),
                                            metadata=admin_key(SCOPED_KEY))
     assert done.acked == 1
-    third = await asyncio.wait_for(stream.read(), 5.0)  # the ack made room in the window
+    third = await asyncio.wait_for(pending, 5.0)  # the ack made room in the window
     assert third.record.item_id == "m-2"
     stream.cancel()
+    unknown = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="nobody"), metadata=admin_key(ROOT_KEY))
+    assert (await status_of(unknown.read()))[0] == grpc.StatusCode.NOT_FOUND
+    opened = [admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="b"), metadata=admin_key(ROOT_KEY))
+              for _ in range(4)]
+    await asyncio.sleep(0.3)  # the four are being served
+    fifth = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="b"), metadata=admin_key(ROOT_KEY))
+    assert await status_of(fifth.read()) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                             "tenant 'b' has 4 review-task streams open, the most it may; close one or "
+                                             "consume from fewer")
+    for each in opened:
+        each.cancel()
     refused = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="b"), metadata=admin_key(SCOPED_KEY))
     assert (await status_of(refused.read()))[0] == grpc.StatusCode.PERMISSION_DENIED
     bad = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="a", max_unacked=5000), metadata=admin_key(ROOT_KEY))

@@ -84,3 +84,19 @@ def test_the_file_is_private_and_survives_a_reopen(tmp_path: Path) -> None:
     store.close()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert [l.item_id for l in LabelStore(path).page("acme")[0]] == ["m-1"]
+
+
+@pytest.mark.parametrize("when", [float("nan"), float("inf"), -1.0, 5e9])
+def test_a_labelled_at_that_is_not_a_time_is_refused(store: LabelStore, when: float) -> None:
+    with pytest.raises(InvalidRequestError, match=r"items\[0\].labelled_at"):
+        store.submit("acme", [Label("m-1", "t", {"spam": 1}, "rev", when)])
+
+
+def test_a_page_of_long_texts_ends_at_the_byte_budget(store: LabelStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.router.control.label_store as module
+
+    monkeypatch.setattr(module, "MAX_PAGE_BYTES", 25)
+    store.submit("acme", [label(f"m-{i}", "x" * 10) for i in range(4)])
+    first, token = store.page("acme", limit=10)
+    rest, end = store.page("acme", limit=10, page_token=token)
+    assert [l.item_id for l in first] == ["m-0", "m-1"] and [l.item_id for l in rest] == ["m-2", "m-3"] and end == ""

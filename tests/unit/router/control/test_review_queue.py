@@ -4,6 +4,7 @@ tasks, at-least-once delivery (leases end, tasks come back), acks, tenant isolat
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -15,8 +16,8 @@ from tests.stubs import FakeClock
 from tests.unit.router.control.test_audit import record_for
 
 
-def queue(tmp_path: Path, clock: FakeClock, **kwargs: int) -> ReviewQueue:
-    return ReviewQueue(tmp_path / "review_tasks.sqlite", clock=clock, **kwargs)
+def queue(tmp_path: Path, clock: FakeClock, **kwargs: float) -> ReviewQueue:
+    return ReviewQueue(tmp_path / "review_tasks.sqlite", clock=clock, **kwargs)  # type: ignore[arg-type]
 
 
 def test_which_decisions_become_tasks() -> None:
@@ -89,3 +90,30 @@ def test_tasks_and_leases_outlive_the_process_and_the_file_is_private(tmp_path: 
     clock.advance(11.0)
     back = third.lease("acme", limit=5, visibility_s=10.0)  # both leases ended: both delivered again
     assert [(t.record.item_id, t.deliveries) for t in back] == [("m-1", 2), ("m-2", 2)] and back[0].task_id == leased[0].task_id
+
+
+def test_tasks_never_outlive_the_audit_retention(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    tasks = queue(tmp_path, clock, retention_s=100)
+    tasks.offer(record_for("acme", item="old", at=1000.0), "review")
+    tasks.flush()
+    clock.advance(150.0)
+    tasks.offer(record_for("acme", item="new", at=1150.0), "review")
+    tasks.flush()
+    assert [t.record.item_id for t in tasks.lease("acme", limit=10, visibility_s=1.0)] == ["new"]
+
+
+def test_a_write_that_fails_counts_its_tasks_as_dropped_and_leaves_the_queue_usable(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    tasks = queue(tmp_path, clock)
+    blocker = sqlite3.connect(str(tmp_path / "review_tasks.sqlite"), timeout=0.1)
+    blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock past the busy timeout
+    tasks._db.execute("PRAGMA busy_timeout = 100")
+    tasks.offer(record_for("acme", item="m-1"), "review")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        tasks.flush()
+    assert tasks.dropped == 1 and not tasks._db.in_transaction
+    blocker.rollback()
+    blocker.close()
+    tasks.offer(record_for("acme", item="m-2"), "review")
+    assert tasks.flush() == 1 and tasks.pending("acme") == 1
