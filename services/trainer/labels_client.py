@@ -31,6 +31,8 @@ __all__ = ["LabelsError", "export_examples", "import_labels", "item_id_of"]
 #: About this much text per SubmitLabels call (well under gRPC's message limits).
 CALL_BYTES = 4 * 1024 * 1024
 CALL_TIMEOUT_S = 60.0
+#: gRPC message limits of the client's channel (a page of long texts is several MB).
+CHANNEL_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
 
 
 class LabelsError(RuntimeError):
@@ -68,7 +70,7 @@ def import_labels(path: Path, tenant: str, admin: str, *, admin_key: str, review
     file (nothing sent), LabelsError for a refused call (the items of earlier calls stay stored)."""
     examples = read_examples(path)
     added = replaced = total = stored = 0
-    with grpc.insecure_channel(admin) as channel:
+    with grpc.insecure_channel(admin, options=CHANNEL_OPTIONS) as channel:
         stub = apb_grpc.PolicyAdminStub(channel)
         for batch in _calls(examples, reviewer):
             try:
@@ -87,7 +89,7 @@ def export_examples(tenant: str, admin: str, *, admin_key: str) -> list[Example]
     """Every label `tenant` has in the router's store, as training examples (in item-id order)."""
     examples: list[Example] = []
     token = ""
-    with grpc.insecure_channel(admin) as channel:
+    with grpc.insecure_channel(admin, options=CHANNEL_OPTIONS) as channel:
         stub = apb_grpc.PolicyAdminStub(channel)
         while True:
             try:
