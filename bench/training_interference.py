@@ -88,11 +88,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     texts = [str(r["text"]) for r in load_split("zh", "test") + load_split("en", "test")]
     mesh = Mesh(base_port=free_base_port())
     router = mesh.routers[0]
+    account = CpuAccount.start()
     try:
         mesh.start_services(["text", router], 180.0)
         address = mesh.address(router)
         await phase(address, texts, args.rate, 5.0, seed=99)  # warm-up, not reported
-        account = CpuAccount.start()
         alone = await phase(address, texts, args.rate, args.alone_s, seed=1)
         with tempfile.TemporaryDirectory() as folder:
             examples = Path(folder) / "labels.jsonl"
@@ -105,15 +105,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             training = await phase(address, texts, args.rate, 10.0, seed=2, until=trainer)
             trained = trainer.wait()
             training_s = time.monotonic() - started
-        p99_alone, p99_training = alone["latency"].get("p99_ms"), training["latency"].get("p99_ms")
-        return {"bench": "training_interference", **code_version(), "rate_rps": args.rate, "examples": args.examples,
-                "nice": args.nice, "alone": alone, "training": training,
-                "trainer": {"exit_code": trained, "seconds": round(training_s, 1)},
-                "p99_ratio": round(p99_training / p99_alone, 2) if p99_alone and p99_training else None,
-                "slo_p99_ms": args.slo_ms, "training_p99_within_slo": p99_training is not None and p99_training <= args.slo_ms,
-                "foreign_cpu_share": account.foreign_cpu_share()}
     finally:
         mesh.stop()
+    p99_alone, p99_training = alone["latency"].get("p99_ms"), training["latency"].get("p99_ms")
+    return {"bench": "training_interference", **code_version(), "rate_rps": args.rate, "examples": args.examples,
+            "nice": args.nice, "alone": alone, "training": training,
+            "trainer": {"exit_code": trained, "seconds": round(training_s, 1)},
+            "p99_ratio": round(p99_training / p99_alone, 2) if p99_alone and p99_training else None,
+            "slo_p99_ms": args.slo_ms, "training_p99_within_slo": p99_training is not None and p99_training <= args.slo_ms,
+            # after the mesh stopped: its processes (and the trainer) are reaped children, this run's own
+            "foreign_cpu_share": account.foreign_cpu_share()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

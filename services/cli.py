@@ -3,6 +3,8 @@
     auditmesh moderate --tenant-key demo-acme-key --text "hello" [--image photo.jpg] [--json]
     auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
     auditmesh labels import labels.jsonl --tenant acme          # into the router's label store (admin API)
+    auditmesh banks create spam_waves --shared --category spam   # known-content banks (services/match/)
+    auditmesh banks add spam_waves --text "..." --image known.jpg
     auditmesh classifier train --examples labels.jsonl --tenant acme   # -> var/classifiers/acme/<version>/
     auditmesh classifier train --from-router --tenant acme
     auditmesh classifier score --classifier var/classifiers/acme/<version> --text "free airdrop, connect your wallet"
@@ -19,7 +21,7 @@ import secrets
 import sys
 import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import grpc
 from auditmesh.v1 import moderation_pb2 as pb
@@ -109,6 +111,32 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("--tenant", required=True, help="the tenant the labels belong to")
     imports.add_argument("--reviewer", default="", help="who labelled them (stored with each label)")
     add_admin_arguments(imports)
+    banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
+    banks.add_argument("--store", type=Path, default=Path("var/banks.sqlite"),
+                       help="the bank store the match service reads (config/match.yaml match.banks_path; default "
+                       "var/banks.sqlite)")
+    bank_actions = banks.add_subparsers(dest="action", required=True)
+    create = bank_actions.add_parser("create", help="create a bank (or replace its settings; its hashes stay)")
+    create.add_argument("name", help="1-64 lower-case letters, digits, '_' or '-'")
+    owner = create.add_mutually_exclusive_group(required=True)
+    owner.add_argument("--owner", default="", help="the tenant whose content alone is matched against it")
+    owner.add_argument("--shared", action="store_true", help="matched against every tenant's content")
+    create.add_argument("--category", default="", help="what a match means: a taxonomy category or custom.<name>")
+    create.add_argument("--severity", choices=["low", "medium", "high"], default="high")
+    create.add_argument("--action", dest="action_", choices=["review", "block"], default="block", help="its default action")
+    create.add_argument("--pdq-distance", type=int, default=31, help="PDQ Hamming distance that matches (default 31)")
+    create.add_argument("--text-distance", type=int, default=56, help="text SimHash Hamming distance that matches "
+                        "(of 256 bits; default 56)")
+    create.add_argument("--enabled-ratio", type=float, default=1.0, help="share of content it matches (gradual roll-out)")
+    create.add_argument("--negative", action="store_true", help="known-benign: a match suppresses the other banks'")
+    add = bank_actions.add_parser("add", help="hash texts and images as the service does and add them")
+    add.add_argument("name")
+    add.add_argument("--text", action="append", default=[], help="a text (repeatable)")
+    add.add_argument("--image", action="append", default=[], type=Path, help="an image file (repeatable)")
+    imports_csv = bank_actions.add_parser("import", help="add the hashes of a CSV file: signal_type,value[,content_id]")
+    imports_csv.add_argument("name")
+    imports_csv.add_argument("file", type=Path)
+    bank_actions.add_parser("list", help="every bank, its version and its hash counts")
     return parser
 
 
@@ -192,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return classifier(args)
     if args.command == "labels":
         return labels(args)
+    if args.command == "banks":
+        return banks(args)
     return moderate(args)
 
 
@@ -291,6 +321,34 @@ def _activate(args: argparse.Namespace) -> int:
     except ActivationError as error:
         print(f"auditmesh classifier activate: {error}", file=sys.stderr)
         return 1
+    print(json.dumps(out, indent=1, ensure_ascii=False))
+    return 0
+
+
+def banks(args: argparse.Namespace) -> int:
+    """`auditmesh banks create|add|import|list`: print the JSON result, or the problem and exit 2."""
+    from services.match.banks import BankError, BankSpec, BankStore
+    from services.match.commands import add_content, create_bank, import_csv, list_banks
+
+    store = BankStore(args.store)
+    out: Any
+    try:
+        if args.action == "create":
+            out = create_bank(store, BankSpec(args.name, owner=args.owner, shared=args.shared, category=args.category,
+                                              severity=args.severity, action=args.action_, pdq_distance=args.pdq_distance,
+                                              text_distance=args.text_distance, enabled_ratio=args.enabled_ratio,
+                                              negative=args.negative))
+        elif args.action == "add":
+            out = add_content(store, args.name, texts=args.text, images=args.image)
+        elif args.action == "import":
+            out = import_csv(store, args.name, args.file)
+        else:
+            out = list_banks(store)
+    except (BankError, OSError) as error:
+        print(f"auditmesh banks {args.action}: {error}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
     print(json.dumps(out, indent=1, ensure_ascii=False))
     return 0
 

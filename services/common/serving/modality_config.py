@@ -18,6 +18,7 @@ from services.common.image_decode import ImageLimits
 from services.common.placement import Placement
 from services.common.internal_auth import InternalAuthConfig, InternalCredentials
 from services.common.service_config import ENV_MODEL_REPOSITORY, ServerConfig, server_from_env
+from services.match.settings import MatchSettings
 from services.common.serving.batcher import BatchingConfig
 from services.common.serving.onnx_session import SessionOptions
 
@@ -92,10 +93,12 @@ class ModalityServiceConfig:
     #: DIR/<tenant>`); each is served as the model `classifier.<tenant>` (services/text/tenant_classifier.py).
     #: "" = none.
     tenant_classifiers: str = ""
+    #: Match service only: its banks and how it loads them (services/match/settings.py).
+    match: MatchSettings = field(default_factory=MatchSettings)
 
     def __post_init__(self) -> None:
-        if self.service not in ("text", "vision", "ocr"):
-            raise ValueError(f"service must be text, vision or ocr, got {self.service!r}")
+        if self.service not in ("text", "vision", "ocr", "match"):
+            raise ValueError(f"service must be text, vision, ocr or match, got {self.service!r}")
         if self.tenant_classifiers and self.service != "text":
             raise ValueError(f"tenant_classifiers: only the text service serves tenant classifiers, this is "
                              f"{self.service!r}")

@@ -23,7 +23,7 @@ def write(tmp_path: Path, text: str) -> Path:
     ("service: text\nbatching: {max_batch_size: 0}\n", "batching", "max_batch_size must be >= 1"),
     ("service: text\nbatching: {max_batch_sise: 4}\n", "batching.max_batch_sise", "unknown key"),
     ("service: text\nonnxruntime: {intra_op_threads: two}\n", "onnxruntime.intra_op_threads", "expected int"),
-    ("service: audio\n", "<top level>", "service must be text, vision or ocr"),
+    ("service: audio\n", "<top level>", "service must be text, vision, ocr or match"),
     ("server: {listen: nowhere}\nservice: ocr\n", "server", "listen must be host:port"),
     ("batching: {}\n", "service", "required key is missing"),
     ("service: [text\n", "line 2", "invalid YAML"),

@@ -1,0 +1,247 @@
+"""Banks of known content (issue 42): named sets of hashes, each with what a match means, kept in one
+SQLite file (the embedded store; `BankStore`) and loaded into in-memory indexes (`LoadedBanks`) that the
+match model searches.
+
+A bank (`BankSpec`) says which tenant owns it (`owner`) or that it is shared with every tenant (`shared:
+true`, owner ""), the category and severity a match means and its default action (a policy may override
+it), the Hamming distance a PDQ or text SimHash match may have, the share of content it is enabled for
+(`enabled_ratio`, stable by the content's SHA-256, as HMA's matching_enabled_ratio: roll a new bank out
+gradually), the lowest PDQ quality it matches (HMA discards hashes under 50), and whether it is
+`negative` (known-benign content: a match there suppresses every other bank's match of the item).
+
+Every change to a bank (its spec or its hashes) raises that bank's version and the store's generation;
+a match names the bank version that produced it. `LoadedBanks.load` builds every index off the request
+path; the match model swaps the whole object in one assignment (services/match/model.py).
+
+Example::
+
+    store = BankStore(Path("var/banks.sqlite"))
+    store.put_bank(BankSpec("acme_csam_hashes", owner="acme", category="sexual", severity="high"))
+    store.add("acme_csam_hashes", [Entry("pdq", "f8f8...", "case-1")])
+    banks = LoadedBanks.load(store)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Literal, Mapping, Sequence
+
+import numpy as np
+
+from services.common.taxonomy import CATEGORIES, is_well_formed_custom_category
+from services.match.index import HammingIndex
+from services.router.control.sqlite_wal import open_shared
+
+__all__ = ["BankError", "BankSpec", "BankStore", "Entry", "LoadedBank", "LoadedBanks", "SIGNAL_TYPES"]
+
+SignalType = Literal["pdq", "md5", "sha256", "text_simhash", "text_sha256"]
+#: Signal types and the hex length of their values.
+SIGNAL_TYPES: dict[str, int] = {"pdq": 64, "md5": 32, "sha256": 64, "text_simhash": 64, "text_sha256": 64}
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_HEX = re.compile(r"[0-9a-f]+")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS banks (name TEXT PRIMARY KEY, spec TEXT NOT NULL, version INTEGER NOT NULL,
+                                  updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (bank TEXT NOT NULL, signal TEXT NOT NULL, value TEXT NOT NULL,
+                                    content_id TEXT NOT NULL, PRIMARY KEY (bank, signal, value)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0);
+"""
+
+
+class BankError(ValueError):
+    """A bank or an entry that cannot be stored; the message names the field."""
+
+
+@dataclass(frozen=True)
+class BankSpec:
+    """What a bank is and what its matches mean (see the module docstring)."""
+
+    name: str
+    owner: str = ""
+    shared: bool = False
+    category: str = ""
+    severity: Literal["low", "medium", "high"] = "high"
+    action: Literal["review", "block"] = "block"
+    pdq_distance: int = 31
+    text_distance: int = 56
+    enabled_ratio: float = 1.0
+    min_pdq_quality: int = 50
+    negative: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise BankError(f"name: 1-64 lower-case letters, digits, '_' or '-', got {self.name!r}")
+        if self.shared == bool(self.owner):
+            raise BankError("owner: a bank has an owner tenant, or is shared (shared: true, no owner); not both, not neither")
+        if not self.negative and self.category not in CATEGORIES and not is_well_formed_custom_category(self.category):
+            raise BankError(f"category: a taxonomy category or custom.<name> is required (what a match means), "
+                            f"got {self.category!r}")
+        if not 0 <= self.pdq_distance <= 128:
+            raise BankError(f"pdq_distance: 0..128 bits, got {self.pdq_distance}")
+        if not 0 <= self.text_distance <= 128:
+            raise BankError(f"text_distance: 0..128 bits (of 256), got {self.text_distance}")
+        if not 0.0 <= self.enabled_ratio <= 1.0:
+            raise BankError(f"enabled_ratio: 0..1, got {self.enabled_ratio}")
+        if not 0 <= self.min_pdq_quality <= 100:
+            raise BankError(f"min_pdq_quality: 0..100, got {self.min_pdq_quality}")
+
+    def visible_to(self, tenant: str) -> bool:
+        """Whether `tenant`'s content is matched against this bank."""
+        return self.shared or self.owner == tenant
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One hash in a bank: its signal type, its value (lower-case hex), the content it stands for."""
+
+    signal: str
+    value: str
+    content_id: str = ""
+
+    def __post_init__(self) -> None:
+        length = SIGNAL_TYPES.get(self.signal)
+        if length is None:
+            raise BankError(f"signal: one of {', '.join(SIGNAL_TYPES)}, got {self.signal!r}")
+        if len(self.value) != length or not _HEX.fullmatch(self.value):
+            raise BankError(f"value: a {self.signal} hash is {length} lower-case hex digits, got {self.value[:80]!r}")
+        if len(self.content_id) > 256 or not self.content_id.isprintable():
+            raise BankError("content_id: at most 256 printable characters")
+
+
+class BankStore:
+    """Banks and their hashes in one SQLite file (WAL, 0600). Thread-safe."""
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db = open_shared(path)
+        self._db.executescript(_SCHEMA)
+
+    def put_bank(self, spec: BankSpec) -> int:
+        """Create or replace `spec.name`'s spec (its hashes stay); the bank's new version."""
+        with self._lock:
+            return self._write(spec.name, lambda: self._db.execute(
+                "INSERT INTO banks (name, spec, version, updated) VALUES (?, ?, 0, 0) ON CONFLICT (name) DO UPDATE "
+                "SET spec = excluded.spec", (spec.name, json.dumps(asdict(spec), sort_keys=True))), create=True)
+
+    def delete_bank(self, name: str) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if not self._db.execute("DELETE FROM banks WHERE name = ?", (name,)).rowcount:
+                    raise BankError(f"bank {name!r} does not exist")
+                self._db.execute("DELETE FROM entries WHERE bank = ?", (name,))
+                self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def add(self, bank: str, entries: Sequence[Entry]) -> int:
+        """Add hashes to `bank` (one already there keeps its content id: the first report wins); its new version."""
+        with self._lock:
+            return self._write(bank, lambda: self._db.executemany(
+                "INSERT OR IGNORE INTO entries (bank, signal, value, content_id) VALUES (?, ?, ?, ?)",
+                [(bank, e.signal, e.value, e.content_id) for e in entries]))
+
+    def remove(self, bank: str, entries: Sequence[Entry]) -> int:
+        """Remove hashes from `bank` (by signal and value); its new version."""
+        with self._lock:
+            return self._write(bank, lambda: self._db.executemany(
+                "DELETE FROM entries WHERE bank = ? AND signal = ? AND value = ?",
+                [(bank, e.signal, e.value) for e in entries]))
+
+    def banks(self) -> list[tuple[BankSpec, int]]:
+        """Every bank's spec and version, by name."""
+        with self._lock:
+            rows = self._db.execute("SELECT spec, version FROM banks ORDER BY name").fetchall()
+        return [(BankSpec(**json.loads(spec)), int(version)) for spec, version in rows]
+
+    def entries(self, bank: str) -> list[Entry]:
+        with self._lock:
+            rows = self._db.execute("SELECT signal, value, content_id FROM entries WHERE bank = ? ORDER BY signal, value",
+                                    (bank,)).fetchall()
+        return [Entry(signal, value, content_id) for signal, value, content_id in rows]
+
+    def generation(self) -> int:
+        """Raised by every change: a reader reloads when it differs from what it loaded."""
+        with self._lock:
+            return int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _write(self, bank: str, change: object, *, create: bool = False) -> int:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if not create and self._db.execute("SELECT 1 FROM banks WHERE name = ?", (bank,)).fetchone() is None:
+                raise BankError(f"bank {bank!r} does not exist; create it first")
+            change()  # type: ignore[operator]
+            self._db.execute("UPDATE banks SET version = version + 1, updated = ? WHERE name = ?", (self._clock(), bank))
+            self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+            version = int(self._db.execute("SELECT version FROM banks WHERE name = ?", (bank,)).fetchone()[0])
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return version
+
+
+@dataclass(frozen=True)
+class LoadedBank:
+    """One bank, ready to search: its perceptual indexes and its exact hashes (value -> content id)."""
+
+    spec: BankSpec
+    version: int
+    pdq: HammingIndex
+    text: HammingIndex
+    exact: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.pdq) + len(self.text) + len(self.exact)
+
+
+@dataclass(frozen=True)
+class LoadedBanks:
+    """Every bank of a store at one generation (immutable: a reload builds a new one)."""
+
+    generation: int
+    banks: tuple[LoadedBank, ...]
+    loaded_at: float
+
+    @classmethod
+    def load(cls, store: BankStore, clock: Callable[[], float] = time.time) -> LoadedBanks:
+        generation = store.generation()
+        loaded = []
+        for spec, version in store.banks():
+            entries = store.entries(spec.name)
+            loaded.append(LoadedBank(spec, version, _index(entries, "pdq"), _index(entries, "text_simhash"),
+                                     {(e.signal, e.value): e.content_id for e in entries
+                                      if e.signal in ("md5", "sha256", "text_sha256")}))
+        return cls(generation, tuple(loaded), clock())
+
+    def visible_to(self, tenant: str) -> list[LoadedBank]:
+        return [bank for bank in self.banks if bank.spec.visible_to(tenant)]
+
+
+def _index(entries: Sequence[Entry], signal: str) -> HammingIndex:
+    chosen = [e for e in entries if e.signal == signal]
+    width = SIGNAL_TYPES[signal] // 2
+    rows = np.array([list(bytes.fromhex(e.value)) for e in chosen], dtype=np.uint8).reshape(len(chosen), width)
+    return HammingIndex.build(rows, [e.content_id or e.value for e in chosen])
+
+
+def _unused(db: sqlite3.Connection) -> None:  # pragma: no cover
+    del db

@@ -1,0 +1,153 @@
+"""The KServe v2 model `match` (contract: services/common/contracts/match.py): hashes each item and
+searches the banks its tenant may see (services/match/matcher.py).
+
+The banks are loaded from the bank store (services/match/banks.py) when the model is built, so the
+service reports ready only once its indexes are loaded. A background thread looks at the store's
+generation every `reload_interval_s` (with up to 20 % jitter, so replicas do not rebuild at once) and,
+when it changed, builds every index anew off the request path and swaps the whole set in one
+assignment: a request is matched against one generation, never a mix. A reload that fails keeps the old
+set and is logged; `stale_s` says for how long the set has been behind the store.
+
+Example::
+
+    model = MatchModel(BankStore(Path("var/banks.sqlite")), MatchSettings())
+    out = model.infer({"ITEM": np.array([[encode_item("acme", "text", b"free airdrop")]], dtype=object)})
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from services.common.contracts import match as contract
+from services.common.contracts.tensors import TensorSpec
+from services.common.errors import ImageRejectedError, InvalidInputError
+from services.common.image_decode import ImageLimits, decode_rgb
+from services.common.serving.model_api import ModelFile
+from services.match.banks import BankStore, LoadedBanks
+from services.match.matcher import match_image, match_text
+from services.match.settings import MatchSettings
+from services.match.signals import image_signals, text_signals
+
+__all__ = ["MatchModel", "MatchSettings"]
+
+log = logging.getLogger("services.match")
+#: Characters of a text item that are hashed at most (a longer text is hashed on its first part).
+MAX_TEXT_CHARS = 20_000
+
+
+class MatchModel:
+    """Implements `services.common.serving.model_api.ServedModel` (see the module docstring)."""
+
+    name = contract.MODEL_NAME
+    version = "1"
+    platform = "auditmesh_match"
+    max_batch_size = 64
+    inputs: Sequence[TensorSpec] = (contract.INPUT,)
+    outputs: Sequence[TensorSpec] = contract.OUTPUTS
+
+    def __init__(self, store: BankStore, settings: MatchSettings = MatchSettings(), *,
+                 limits: ImageLimits = ImageLimits(), watch: bool = True) -> None:
+        self.store = store
+        self.settings = settings
+        self.limits = limits
+        self.banks = LoadedBanks.load(store)
+        self._behind_since: float | None = None
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="match-banks", daemon=True) if watch else None
+        if self._watcher is not None:
+            self._watcher.start()
+        log.info("banks loaded: %d banks, generation %d", len(self.banks.banks), self.banks.generation)
+
+    @property
+    def stale_s(self) -> float:
+        """Seconds the loaded banks have been behind the store (0 when current)."""
+        return 0.0 if self._behind_since is None else time.monotonic() - self._behind_since
+
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Match one batch; InvalidInputError for a malformed ITEM tensor or envelope."""
+        items = _decode(inputs, self.max_batch_size)
+        banks = self.banks  # one generation for the whole batch
+        matches = np.empty((len(items), 1), dtype=object)
+        errors = np.empty((len(items), 1), dtype=object)
+        for row, (tenant, kind, content) in enumerate(items):
+            visible = banks.visible_to(tenant)
+            found: list[contract.Match] = []
+            error = ""
+            if kind == "text":
+                found = match_text(visible, text_signals(content.decode("utf-8", "replace")[:MAX_TEXT_CHARS]))
+            else:
+                try:
+                    rgb = decode_rgb(content, self.limits)
+                    found = match_image(visible, image_signals(content, rgb, dihedral=self.settings.dihedral))
+                except ImageRejectedError as rejected:
+                    error = str(rejected)
+            matches[row, 0] = contract.encode_matches(found)
+            errors[row, 0] = error.encode("utf-8")
+        return {contract.MATCHES: matches, contract.ERROR: errors}
+
+    def warmup(self) -> None:
+        """Hash and match a text and a small image once."""
+        import io
+
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        Image.new("RGB", (64, 64), (120, 30, 200)).save(buffer, "PNG")
+        self.infer({contract.INPUT.name: np.array([[contract.encode_item("warmup", "text", b"hello there")],
+                                                   [contract.encode_item("warmup", "image", buffer.getvalue())]],
+                                                  dtype=object)})
+
+    def model_files(self) -> Sequence[ModelFile]:
+        """No ONNX file: the banks are its data (their versions are in every match)."""
+        return []
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def reload_if_changed(self) -> bool:
+        """Load the banks again when the store's generation moved; True when a new set was swapped in."""
+        generation = self.store.generation()
+        if generation == self.banks.generation:
+            self._behind_since = None
+            return False
+        if self._behind_since is None:
+            self._behind_since = time.monotonic()
+        loaded = LoadedBanks.load(self.store)
+        self.banks = loaded  # one assignment: requests see the old set or the new one
+        self._behind_since = None
+        log.info("banks reloaded: %d banks, generation %d", len(loaded.banks), loaded.generation)
+        return True
+
+    def _watch(self) -> None:
+        interval = self.settings.reload_interval_s
+        while not self._stop.wait(interval * random.uniform(0.8, 1.2)):
+            try:
+                self.reload_if_changed()
+            except Exception:  # keep serving the loaded set; say why it is not the newest
+                log.exception("banks: reload failed; still serving generation %d", self.banks.generation)
+
+
+def _decode(inputs: Mapping[str, np.ndarray], max_batch_size: int) -> list[tuple[str, contract.Kind, bytes]]:
+    name = contract.INPUT.name
+    if name not in inputs:
+        raise InvalidInputError(f"missing input tensor {name!r} (got {sorted(inputs)}); expected BYTES [N, 1]")
+    array = np.asarray(inputs[name])
+    if array.ndim != 2 or array.shape[1] != 1:
+        raise InvalidInputError(f"{name} must have shape [N, 1], got {list(array.shape)}")
+    if array.shape[0] > max_batch_size:
+        raise InvalidInputError(f"{name} batch of {array.shape[0]} exceeds max_batch_size {max_batch_size}")
+    items = []
+    for index, value in enumerate(array[:, 0]):
+        if not isinstance(value, (bytes, bytearray, np.bytes_)):
+            raise InvalidInputError(f"{name}[{index}] must be bytes, got {type(value).__name__}")
+        try:
+            items.append(contract.decode_item(bytes(value)))
+        except ValueError as error:
+            raise InvalidInputError(f"{name}[{index}]: {error}") from None
+    return items
