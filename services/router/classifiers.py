@@ -41,6 +41,8 @@ class TenantClassifiers:
         self._make = make
         self._by_model: OrderedDict[str, ModalityDispatcher] = OrderedDict()
         self._closing: set[asyncio.Task[None]] = set()
+        #: Items shed by dispatchers closed since (so the total never goes down).
+        self._shed_before = 0
 
     def __call__(self, tenant: str, version: str) -> ModalityDispatcher:
         """The dispatcher of `tenant`'s classifier at `version`, started on first use (call on the event loop)."""
@@ -53,6 +55,7 @@ class TenantClassifiers:
             self._by_model[name] = dispatcher
             if len(self._by_model) > MAX_DISPATCHERS:
                 _, oldest = self._by_model.popitem(last=False)
+                self._shed_before += oldest.scheduler.shed_count
                 task = asyncio.get_running_loop().create_task(oldest.close())
                 self._closing.add(task)
                 task.add_done_callback(self._closing.discard)
@@ -61,6 +64,16 @@ class TenantClassifiers:
 
     def __len__(self) -> int:
         return len(self._by_model)
+
+    @property
+    def queue_depth(self) -> int:
+        """Items queued for every tenant classifier (metrics: one `classifier` upstream, whatever the tenants)."""
+        return sum(d.scheduler.queue_depth for d in self._by_model.values())
+
+    @property
+    def shed_count(self) -> int:
+        """Items every tenant classifier's scheduler shed so far."""
+        return self._shed_before + sum(d.scheduler.shed_count for d in self._by_model.values())
 
     async def close(self) -> None:
         """Close every dispatcher made so far."""

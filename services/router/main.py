@@ -85,7 +85,8 @@ class Router:
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"],
                                  text_semantic=self.dispatchers["text_semantic"], classifiers=self.classifiers)
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
-        self.registry.register(SchedulerCollector({m: d.scheduler for m, d in self.dispatchers.items()}))
+        self.registry.register(SchedulerCollector({**{m: d.scheduler for m, d in self.dispatchers.items()},
+                                                   "classifier": self.classifiers}))
         self.registry.register(lifecycle.collector())
         auth_metrics = AuthMetrics(self.registry)
         self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics,

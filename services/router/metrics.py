@@ -150,7 +150,8 @@ class RouterMetrics:
 class SchedulerView(Protocol):
     """What `SchedulerCollector` reads from an upstream's scheduler."""
 
-    shed_count: int
+    @property
+    def shed_count(self) -> int: ...
 
     @property
     def queue_depth(self) -> int: ...

@@ -304,3 +304,29 @@ def test_the_verdict_cache_keys_on_the_pinned_classifier_version() -> None:
     first = asyncio.run(cached.run(chosen, item, time.monotonic() + 5, Requester("acme")))
     again = asyncio.run(cached.run(chosen, item, time.monotonic() + 5, Requester("acme")))
     assert not first.cached and again.cached and again.verdict.decision == "block" and (MODEL, VERSION) in again.models
+
+
+async def test_the_classifier_queues_count_as_one_upstream_and_evicted_sheds_are_kept() -> None:
+    import services.router.classifiers as module
+
+    def make_dispatcher(name: str, upstream: Upstream) -> ModalityDispatcher:
+        fake = FakeDispatcher(name, upstream)
+        fake.start = lambda: None  # type: ignore[attr-defined]
+        fake.scheduler = type("S", (), {"queue_depth": 2, "shed_count": 3})()  # type: ignore[attr-defined]
+
+        async def close() -> None:
+            return None
+        fake.close = close  # type: ignore[attr-defined]
+        return cast(ModalityDispatcher, fake)
+
+    classifiers = TenantClassifiers(Upstream("text:8001", "text_moderation"), make_dispatcher)
+    saved = module.MAX_DISPATCHERS
+    module.MAX_DISPATCHERS = 2
+    try:
+        for version in ("aaaaaa", "bbbbbb", "cccccc"):
+            classifiers("acme", version)
+        await asyncio.sleep(0)
+        assert len(classifiers) == 2 and classifiers.queue_depth == 4 and classifiers.shed_count == 9
+    finally:
+        module.MAX_DISPATCHERS = saved
+        await classifiers.close()
