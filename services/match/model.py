@@ -103,9 +103,13 @@ class MatchModel:
                                                    [contract.encode_item("warmup", "image", buffer.getvalue())]],
                                                   dtype=object)})
 
+    #: The banks change while the model serves: responses name the generation they were matched at.
+    files_change = True
+
     def model_files(self) -> Sequence[ModelFile]:
-        """No ONNX file: the banks are its data (their versions are in every match)."""
-        return []
+        """No ONNX file: the banks are its data, named `banks` at the store generation loaded (so a router's
+        verdict cache keys on it), besides each match's own bank version."""
+        return [ModelFile("banks", f"g{self.banks.generation}", self.settings.banks_path, source="bank store")]
 
     def close(self) -> None:
         self._stop.set()

@@ -105,7 +105,7 @@ class CachedPipeline:
         one of them is not known yet."""
         known = self.pipeline.models
         used: list[tuple[str, str]] = []
-        for stage in ("text", "text_semantic", "vision", "ocr"):
+        for stage in ("text", "text_semantic", "vision", "ocr", "match"):
             if self.pipeline.uses(stage, item, selection.policy):
                 if not known.get(stage):
                     return None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Mapping
 
+from services.common.contracts.match import MAX_HEADER_BYTES
 from services.common.auth_throttle import ThrottleConfig
 from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
@@ -39,7 +40,11 @@ from services.router.scheduler import SchedulingConfig
 from services.router.verdict_cache import VerdictCacheConfig
 
 MODALITIES = ("text", "vision", "ocr")
-ENV_UPSTREAM_URL = {m: f"AUDITMESH_{m.upper()}_URL" for m in MODALITIES}
+#: Upstreams a router may have besides those: `match` (known-content matching, docs/matching.md).
+OPTIONAL_UPSTREAMS = ("match",)
+#: What the match service's envelope adds to an item: its header line and newline.
+MATCH_HEADER_BYTES = MAX_HEADER_BYTES + 1
+ENV_UPSTREAM_URL = {m: f"AUDITMESH_{m.upper()}_URL" for m in (*MODALITIES, *OPTIONAL_UPSTREAMS)}
 ENV_TENANTS_FILE = "AUDITMESH_TENANTS_FILE"
 ENV_POLICIES_DIR = "AUDITMESH_POLICIES_DIR"
 ENV_POLICY_STORE = "AUDITMESH_POLICY_STORE"
@@ -202,9 +207,10 @@ class RouterConfig:
         if self.lane is not None and self.lane not in self.lanes:
             raise ValueError("lane: the lane is chosen with --lane (or AUDITMESH_LANE), not set in the file")
         missing = [m for m in MODALITIES if m not in self.upstreams]
-        extra = [m for m in self.upstreams if m not in MODALITIES]
+        extra = [m for m in self.upstreams if m not in MODALITIES and m not in OPTIONAL_UPSTREAMS]
         if missing or extra:
-            raise ValueError(f"upstreams must have exactly {list(MODALITIES)}; missing {missing}, unknown {extra}")
+            raise ValueError(f"upstreams must have {list(MODALITIES)} (and may have {list(OPTIONAL_UPSTREAMS)}); "
+                             f"missing {missing}, unknown {extra}")
         for modality, upstream in self.upstreams.items():
             if upstream.semantic_model and modality != "text":
                 raise ValueError(f"upstreams.{modality}.semantic_model: only the text upstream has a semantic model")
@@ -282,6 +288,9 @@ def with_upstream_limits(config: RouterConfig, router_file: Path) -> RouterConfi
         service, source = _service_limits(modality, upstream, router_file)
         if modality == "text":
             need, what = 4 * limits.max_text_chars, f"a text of limits.max_text_chars = {limits.max_text_chars} characters (up to 4 UTF-8 bytes each)"
+        elif modality == "match":  # texts and images, each in an envelope with a short header
+            need = max(4 * limits.max_text_chars, limits.max_image_bytes) + MATCH_HEADER_BYTES
+            what = f"a text of {limits.max_text_chars} characters or an image of {limits.max_image_bytes} bytes, with its header"
         else:
             need, what = limits.max_image_bytes, f"an image of limits.max_image_bytes = {limits.max_image_bytes} bytes"
         if need > service.max_row_bytes:

@@ -19,7 +19,8 @@ from typing import Sequence
 
 from services.common.contracts.text import EvidenceSpan
 from services.common.taxonomy import TEXT_CATEGORIES, is_custom_category, is_well_formed_custom_category
-from services.router.fusion import CLASSIFIER_STAGES, BlockMatch, ClassifierFinding, Signals, TextFinding, Verdict, fuse
+from services.router.fusion import (CLASSIFIER_STAGES, MATCH_STAGE, BlockMatch, ClassifierFinding, Signals, TextFinding,
+                                   Verdict, fuse)
 from services.router.policy import CompiledPolicy, TenantClassifierUse
 from services.common.text_match.normalize import normalize
 
@@ -48,7 +49,12 @@ def signals_for(policy: CompiledPolicy, signals: Signals, texts: Sequence[Matcha
         findings = with_classifier(findings, [c for c in signals.classified if c.version == use.version], use)
     failures = [failure for failure in failures
                 if failure.stage not in CLASSIFIER_STAGES or (use is not None and failure.version == use.version)]
-    return replace(signals, texts=[*findings, *custom_findings(policy, texts)], failures=failures, classified=())
+    matches = signals.matches
+    if policy.document.matches is None:  # this policy does not match known content: its matches and failures go
+        matches = ()
+        failures = [failure for failure in failures if failure.stage != MATCH_STAGE]
+    return replace(signals, texts=[*findings, *custom_findings(policy, texts)], failures=failures, classified=(),
+                   matches=matches)
 
 
 def with_classifier(findings: Sequence[TextFinding], classified: Sequence[ClassifierFinding],

@@ -22,15 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from services.common.contracts.match import Match
 from services.common.contracts.text import EvidenceSpan, LexiconHit
 from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, CompiledPolicy, PolicyDocument, Thresholds
 
 #: The stages of the tenant's own classifier: on text parts, and on OCR lines.
 CLASSIFIER_STAGES = ("classifier", "ocr_text_classifier")
+#: The known-content matching stage.
+MATCH_STAGE = "match"
 #: The stage whose failure mode applies when a stage fails ("ocr_text" and the semantic second passes
 #: follow the text service).
 FAILURE_MODE_OF_STAGE = {"text": "text", "ocr_text": "text", "text_semantic": "text", "ocr_text_semantic": "text",
-                         "vision": "vision", "ocr": "ocr", **{stage: "classifier" for stage in CLASSIFIER_STAGES}}
+                         "vision": "vision", "ocr": "ocr", MATCH_STAGE: "match",
+                         **{stage: "classifier" for stage in CLASSIFIER_STAGES}}
 #: A hit whose lexicon starts with this is a context rule of the text model (`rule:<id>`).
 RULE_PREFIX = "rule:"
 #: Thresholds of a category the policy does not list: its score never acts, its hits are not capped.
@@ -104,12 +108,21 @@ class ClassifierFinding:
 
 
 @dataclass(frozen=True)
+class MatchFinding:
+    """One bank's match of one part (a text part or an image), as the match service answered it."""
+
+    part_index: int
+    match: Match
+
+
+@dataclass(frozen=True)
 class Signals:
     texts: Sequence[TextFinding] = ()
     images: Sequence[ImageFinding] = ()
     ocr_lines: Sequence[OcrLineFinding] = ()
     failures: Sequence[StageFailure] = ()
     classified: Sequence[ClassifierFinding] = ()
+    matches: Sequence[MatchFinding] = ()
 
 
 @dataclass(frozen=True)
@@ -149,7 +162,20 @@ class ImageScoreEvidence:
     scores: Mapping[str, float]
 
 
-Evidence = TextSpanEvidence | OcrLineEvidence | ImageScoreEvidence
+@dataclass(frozen=True)
+class MatchEvidence:
+    """The part matched known content: which bank (at which version), by which signal, how close, what."""
+
+    category: str
+    part_index: int
+    bank: str
+    bank_version: int
+    signal_type: str
+    distance: int
+    content_id: str
+
+
+Evidence = TextSpanEvidence | OcrLineEvidence | ImageScoreEvidence | MatchEvidence
 
 
 @dataclass(frozen=True)
@@ -202,6 +228,7 @@ def fuse(policy: CompiledPolicy, signals: Signals) -> Verdict:
     evidence = _EvidenceList(signals.ocr_lines)
     verdicts = _score_verdicts(document, signals, evidence)
     _apply_hits(document, signals.texts, verdicts, evidence)
+    _apply_matches(document, signals.matches, verdicts, evidence)
     _report_images(signals.images, evidence)
     decision: Action = "allow"
     for verdict in verdicts.values():
@@ -271,6 +298,36 @@ def _apply_hits(document: PolicyDocument, texts: Sequence[TextFinding], verdicts
             evidence.add_text(TextSpanEvidence(match.category, finding.part_index, match.start, match.end, match.text,
                                                matched_term=match.term, lexicon=match.source,
                                                ocr_line=finding.ocr_line, score=1.0))
+
+
+def match_action(document: PolicyDocument, match: Match) -> Action | None:
+    """What one bank match does under `document` (None: nothing; a negative or suppressed match never
+    acts): the policy's action for the bank, else the bank's own, capped by the category's `max_action`."""
+    if match.negative or match.suppressed:
+        return None
+    rules = document.matches
+    chosen = rules.banks.get(match.bank, match.action) if rules is not None else match.action
+    if chosen not in ("block", "review"):
+        return None
+    action: Action = "block" if chosen == "block" else "review"
+    return document.categories.get(match.category, NO_THRESHOLDS).capped(action)
+
+
+def _apply_matches(document: PolicyDocument, matches: Sequence[MatchFinding], verdicts: dict[str, CategoryVerdict],
+                   evidence: _EvidenceList) -> None:
+    """Every acting bank match raises its category to its action and cites the bank, version and signal."""
+    for finding in matches:
+        match = finding.match
+        action = match_action(document, match)
+        if action is None:
+            continue
+        previous = verdicts.get(match.category)
+        if previous is None or ACTION_RANK[action] > ACTION_RANK[previous.action] or (
+                previous.action == action and previous.score < 1.0):
+            verdicts[match.category] = CategoryVerdict(match.category, 1.0, match.severity, action,
+                                                       f"match:{match.bank}@{match.bank_version}/{match.signal_type}")
+        evidence.items.append(MatchEvidence(match.category, finding.part_index, match.bank, match.bank_version,
+                                            match.signal_type, match.distance, match.content_id))
 
 
 def _report_images(images: Sequence[ImageFinding], evidence: _EvidenceList) -> None:

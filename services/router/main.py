@@ -23,6 +23,7 @@ from services.common.auth_guard import AuthGuard, AuthMetrics
 from services.common.auth_throttle import AuthThrottle
 from services.common.config import ConfigError
 from services.common.contracts import classifier as classifier_contract
+from services.common.contracts import match as match_contract
 from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
@@ -58,7 +59,8 @@ class Router:
     CONTRACTS = {"text": (text_contract.INPUT.name, text_contract.ROUTER_OUTPUTS),
                  "vision": (vision_contract.INPUT.name, vision_contract.ROUTER_OUTPUTS),
                  "ocr": (ocr_contract.INPUT.name, ocr_contract.ROUTER_OUTPUTS),
-                 "classifier": (classifier_contract.INPUT.name, classifier_contract.ROUTER_OUTPUTS)}
+                 "classifier": (classifier_contract.INPUT.name, classifier_contract.ROUTER_OUTPUTS),
+                 "match": (match_contract.INPUT.name, match_contract.ROUTER_OUTPUTS)}
 
     def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle, *,
                  security: UpstreamSecurity = UpstreamSecurity()) -> None:
@@ -83,7 +85,8 @@ class Router:
         self.classifiers = TenantClassifiers(config.upstreams["text"],
                                              lambda name, upstream: dispatcher(name, "classifier", upstream))
         self.pipeline = Pipeline(self.dispatchers["text"], self.dispatchers["vision"], self.dispatchers["ocr"],
-                                 text_semantic=self.dispatchers["text_semantic"], classifiers=self.classifiers)
+                                 text_semantic=self.dispatchers["text_semantic"], classifiers=self.classifiers,
+                                 match=self.dispatchers.get("match"))
         self.registry.register(PolicyVersionsCollector(lambda: lifecycle.runtime.snapshot.policy_versions()))
         self.registry.register(SchedulerCollector({**{m: d.scheduler for m, d in self.dispatchers.items()},
                                                    "classifier": self.classifiers}))
@@ -189,7 +192,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def arguments_applied(config: RouterConfig, args: argparse.Namespace) -> RouterConfig:
     """`config` (file and environment) with the command-line flags that were given applied over it."""
-    upstreams = {m: replace(u, url=getattr(args, f"{m}_url")) if getattr(args, f"{m}_url") else u
+    upstreams = {m: replace(u, url=getattr(args, f"{m}_url")) if getattr(args, f"{m}_url", None) else u
                  for m, u in config.upstreams.items()}
     lifecycle = config.lifecycle
     lifecycle = replace(lifecycle, store_path=args.policy_store or lifecycle.store_path,

@@ -6,7 +6,7 @@ from auditmesh.v1 import moderation_pb2 as pb
 
 from services.common.status import bounded, status_with_retry
 
-from services.router.fusion import Evidence, ImageScoreEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
+from services.router.fusion import Evidence, ImageScoreEvidence, MatchEvidence, OcrLineEvidence, TextSpanEvidence, Verdict
 from services.router.pipeline import Outcome
 from services.router.validation import RawPart
 
@@ -29,7 +29,8 @@ def response_for(request_id: str, item_id: str, policy_name: str, policy_version
     verdict = outcome.verdict
     response = pb.ModerateResponse(request_id=request_id, item_id=item_id, decision=DECISIONS[verdict.decision],
                                    policy_name=policy_name, policy_version=policy_version,
-                                   degraded=bool(verdict.degradations), cached=outcome.cached)
+                                   degraded=bool(verdict.degradations), cached=outcome.cached,
+                                   short_circuited=outcome.short_circuited)
     for category in verdict.categories:
         response.categories.add(category=category.category, score=category.score, severity=SEVERITIES[category.severity],
                                 action=DECISIONS[category.action], rule=category.rule)
@@ -63,6 +64,10 @@ def evidence_message(evidence: Evidence) -> pb.Evidence:
                                            polygon=[pb.Point(x=x, y=y) for x, y in line.polygon]))
     elif isinstance(evidence, ImageScoreEvidence):
         entry.image_score.CopyFrom(pb.ImageScore(model=evidence.model, scores=dict(evidence.scores)))
+    elif isinstance(evidence, MatchEvidence):
+        entry.match.CopyFrom(pb.MatchEvidence(bank=evidence.bank, bank_version=evidence.bank_version,
+                                              signal_type=evidence.signal_type, distance=evidence.distance,
+                                              content_id=evidence.content_id))
     return entry
 
 

@@ -19,6 +19,11 @@ shed, over its time budget of half the item's remaining time) is a `classifier` 
 policy reading it handles (`failure.classifier`, open by default), and a tenant may let the router skip
 it under overload (`degrade: [classifier]`).
 
+When the policy or its shadow matches known content (`matches`) and the router has a match service, every
+text part and image also goes to the match service (stage `match`, concurrently with the others). An exact
+match of a bank the active policy blocks, with `matches.short_circuit`, ends the stages still running:
+the item is answered from what was gathered by then (`Outcome.short_circuited`).
+
 The signals are gathered once and judged by `services.router.evaluate` under the item's policy and,
 for a shadow canary, under the candidate policy too (no second model call). Each modality service
 names, in every response, the model versions that produced it; the outcome lists those.
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from services.common.contracts import classifier as classifier_contract
+from services.common.contracts import match as match_contract
 from services.common.contracts import ocr as ocr_contract
 from services.common.contracts import text as text_contract
 from services.common.contracts import vision as vision_contract
@@ -39,8 +45,8 @@ from services.common.contracts.rows import MalformedRowError
 from services.common.errors import DeadlineExceededError, InvalidRequestError
 from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, ModelUnloadedError, Row, UpstreamError, models_of
 from services.router.evaluate import DEFAULT_LEXICON, MatchableText, evaluate
-from services.router.fusion import (CLASSIFIER_STAGES, RULE_PREFIX, BlockMatch, ClassifierFinding, ImageFinding,
-                                   OcrLineFinding, Signals, StageFailure, TextFinding, Verdict)
+from services.router.fusion import (CLASSIFIER_STAGES, MATCH_STAGE, RULE_PREFIX, BlockMatch, ClassifierFinding, ImageFinding,
+                                   MatchFinding, OcrLineFinding, Signals, StageFailure, TextFinding, Verdict, match_action)
 from services.router.policy import CompiledPolicy, Profile
 from services.router.profiles import escalated
 from services.router.scheduler import Requester
@@ -63,6 +69,12 @@ class Outcome:
     shadow: Verdict | None = None
     #: True when the verdict was reused from the verdict cache (services/router/cached_pipeline.py).
     cached: bool = False
+    #: True when an exact match of a blocking bank ended the other stages early (`matches.short_circuit`).
+    short_circuited: bool = False
+
+
+class _ShortCircuit(Exception):
+    """Raised by the match stage to end the item's other stages (an exact match of a blocking bank)."""
 
 
 @dataclass
@@ -78,6 +90,8 @@ class _Collected:
     models: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     #: The tenant classifier's scores, when the policy or its shadow reads them.
     classified: list[ClassifierFinding] = field(default_factory=list)
+    #: Bank matches of the item's parts, when the policy or its shadow matches known content.
+    matches: list[MatchFinding] = field(default_factory=list)
 
 
 @dataclass
@@ -103,14 +117,17 @@ class Pipeline:
 
     def __init__(self, text: ModalityDispatcher, vision: ModalityDispatcher, ocr: ModalityDispatcher, *,
                  text_semantic: ModalityDispatcher | None = None,
-                 classifiers: Callable[[str, str], ModalityDispatcher] | None = None) -> None:
+                 classifiers: Callable[[str, str], ModalityDispatcher] | None = None,
+                 match: ModalityDispatcher | None = None) -> None:
         """`text` serves `text_moderation`, `text_semantic` the semantic model (None: every profile gets
         `text_moderation`, e.g. for a text upstream that serves only it). `classifiers` gives the
         dispatcher of a tenant's own classifier by tenant id and version (ValueError when they cannot name
-        one); None: a policy that reads one gets a `classifier` stage failure."""
+        one); None: a policy that reads one gets a `classifier` stage failure. `match` serves the model
+        `match` (None: no known-content matching; a policy with `matches` gets a `match` stage failure)."""
         self.text, self.vision, self.ocr = text, vision, ocr
         self.text_semantic = text_semantic
         self.classifiers = classifiers
+        self.match = match
         #: Model versions each dispatcher's upstream described, by dispatcher name (text, text_semantic, ...).
         self.models: dict[str, list[tuple[str, str]]] = {}
 
@@ -134,9 +151,19 @@ class Pipeline:
                 stages.append(lambda: self._timed("vision", collected, self._vision(item.images, job)))
             if policy.document.ocr.enabled and not self._skip("ocr", self.ocr, requester, skippable, collected):
                 stages.append(lambda: self._ocr_then_text(item.images, job))
-        await _concurrently([stage() for stage in stages])
+        if matches_known_content(policy, shadow) and item.parts:
+            if self.match is None:
+                collected.failures.append(StageFailure(MATCH_STAGE, "this router has no match service"))
+            elif not self._skip(MATCH_STAGE, self.match, requester, skippable, collected):
+                stages.append(lambda: self._timed(MATCH_STAGE, collected, self._match(item, job)))
+        short_circuited = False
+        try:
+            await _concurrently([stage() for stage in stages])
+        except _ShortCircuit:
+            short_circuited = True
         started = time.monotonic()
-        signals = Signals(collected.texts, collected.images, collected.ocr_lines, collected.failures, collected.classified)
+        signals = Signals(collected.texts, collected.images, collected.ocr_lines, collected.failures, collected.classified,
+                          collected.matches)
         verdict = evaluate(policy, signals, collected.matchable)
         collected.timings_ms["fusion"] = (time.monotonic() - started) * 1000
         shadow_verdict = evaluate(shadow, signals, collected.matchable) if shadow is not None else None
@@ -147,7 +174,10 @@ class Pipeline:
         use = policy.document.tenant_classifier
         if use is not None:
             used.extend(collected.models.get(f"{CLASSIFIER_STAGES[0]}:{use.version}", []))
-        return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict)
+        if policy.document.matches is not None and "match" in collected.models:
+            used.extend(collected.models["match"])
+        return Outcome(verdict, collected.timings_ms, list(dict.fromkeys(used)), shadow_verdict,
+                       short_circuited=short_circuited)
 
     def _classifiers_for(self, requester: Requester, versions: Sequence[str], skippable: Sequence[str],
                          collected: _Collected) -> tuple[tuple[str, ModalityDispatcher], ...]:
@@ -197,12 +227,35 @@ class Pipeline:
         return False
 
     def uses(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
-        """Whether `item` under `policy` may go through `stage` (text, text_semantic, vision or ocr);
+        """Whether `item` under `policy` may go through `stage` (text, text_semantic, vision, ocr or match);
         text_semantic whenever text is used and the router has it (which texts go there depends on
         their cheap scores)."""
         if stage == "text_semantic" and self.text_semantic is None:
             return False
+        if stage == MATCH_STAGE:
+            return self.match is not None and policy.document.matches is not None and bool(item.parts)
         return self._used(stage, item, policy)
+
+    async def _match(self, item: ValidItem, job: _Job) -> None:
+        """Every part's bank matches; raises _ShortCircuit after an exact match of a bank the active policy
+        blocks, when it short-circuits (a failure of the stage is a `match` stage failure)."""
+        assert self.match is not None
+        collected, tenant = job.collected, job.requester.tenant
+        envelopes = [match_contract.encode_item(tenant, "image", part.data) if isinstance(part, ImagePart)
+                     else match_contract.encode_item(tenant, "text", part.text.encode("utf-8")) for part in item.parts]
+
+        async def ask() -> None:
+            rows = await self.match.submit(job.requester, envelopes, job.deadline)  # type: ignore[union-attr]
+            for part, (matches, _) in zip(item.parts, _decoded(rows, match_contract.decode_row)):
+                collected.matches.extend(MatchFinding(part.index, m) for m in matches)  # an undecodable image: vision says so
+            _note_models(collected, MATCH_STAGE, rows)
+        if not await self._guarded(MATCH_STAGE, collected, ask()):
+            return
+        rules = job.policy.document.matches
+        if rules is not None and rules.short_circuit and any(
+                finding.match.distance == 0 and match_action(job.policy.document, finding.match) == "block"
+                for finding in collected.matches):
+            raise _ShortCircuit()
 
     def _used(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
         if stage in ("text", "text_semantic"):
@@ -319,6 +372,11 @@ class Pipeline:
             await self._timed("ocr_text", collected,
                               self._guarded("ocr_text", collected, self._score_texts(readable, job, "ocr_text")))
             collected.matchable.extend(readable)
+
+
+def matches_known_content(policy: CompiledPolicy, shadow: CompiledPolicy | None) -> bool:
+    """Whether `policy` or its shadow candidate matches known content (`matches`)."""
+    return policy.document.matches is not None or (shadow is not None and shadow.document.matches is not None)
 
 
 def classifier_versions(policy: CompiledPolicy, shadow: CompiledPolicy | None) -> tuple[str, ...]:

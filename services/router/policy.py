@@ -24,7 +24,8 @@ Example (`config/policies/default.yaml`)::
 
 A policy may also read the requesting tenant's own classifier (`tenant_classifier: {version: 68b7e413a4f1}`,
 `TenantClassifierUse`; docs/tenant-classifiers.md) and set thresholds on the custom categories it was
-trained for (`categories: {custom.crypto_scam: {review: 0.5, block: 0.9}}`).
+trained for (`categories: {custom.crypto_scam: {review: 0.5, block: 0.9}}`), and match known content
+against the tenant's hash banks (`matches: {banks: {spam_waves: review}}`, `MatchRules`; docs/matching.md).
 
 Old (taxonomy 1) files keep loading: `services.router.policy_migration` (docs/taxonomy.md, "Migration").
 """
@@ -180,6 +181,8 @@ class FailureModes:
     #: models alone. Its mode applies whether the classifier failed or is not loaded (`model_unloaded`
     #: does not apply to it: a tenant without a classifier must not send everything to REVIEW).
     classifier: FailureMode = "open"
+    #: Known-content matching (`matches`): `open` (default) answers with the other stages alone.
+    match: FailureMode = "open"
     model_unloaded: Literal["closed", "stage"] = "closed"
 
 
@@ -227,6 +230,24 @@ class TenantClassifierUse:
                                         f"digits, as `auditmesh classifier train` prints it), got {self.version!r}")
 
 
+MatchAction = Literal["block", "review", "ignore"]
+
+
+@dataclass(frozen=True)
+class MatchRules:
+    """Known-content matching (the match service, docs/matching.md): every text part and image of the item
+    is matched against the hash banks the tenant may see, concurrently with the other stages.
+
+    A match takes its bank's default action unless `banks` says otherwise for that bank (`block`,
+    `review`, or `ignore`: reported nowhere); the category's `max_action` caps it as for any signal.
+    With `short_circuit` (default), an exact match (distance 0: the same bytes, or the same canonical
+    text) of a bank whose action here is `block` answers BLOCK at once and cancels the stages still
+    running (saving the models' and OCR's time; the response says `short_circuited`)."""
+
+    banks: Mapping[str, MatchAction] = field(default_factory=dict)
+    short_circuit: bool = True
+
+
 @dataclass(frozen=True)
 class PolicyDocument:
     """The YAML document, as validated."""
@@ -242,6 +263,7 @@ class PolicyDocument:
     ocr: OcrRules = field(default_factory=OcrRules)
     audit: AuditRules = field(default_factory=AuditRules)
     tenant_classifier: TenantClassifierUse | None = None
+    matches: MatchRules | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():

@@ -48,8 +48,9 @@ class TenantDeadlines:
 
 #: Stages a tenant may allow the router to skip under overload (its degradation ladder, in order).
 #: `text_semantic`: under overload, balanced asks no second opinion and accurate uses the fast model;
-#: `classifier`: the tenant's own classifier is not asked (the shipped models answer).
-SKIPPABLE_STAGES = ("ocr", "vision", "text_semantic", "classifier")
+#: `classifier`: the tenant's own classifier is not asked (the shipped models answer); `match`: known content
+#: is not matched (the models judge it afresh).
+SKIPPABLE_STAGES = ("ocr", "vision", "text_semantic", "classifier", "match")
 
 
 @dataclass(frozen=True)

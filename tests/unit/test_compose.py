@@ -26,7 +26,7 @@ from services.common.tls_config import (ENV_TLS_CERT_FILE, ENV_TLS_CLIENT_CA_FIL
                                         ENV_UPSTREAM_TLS_CA_FILE, ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE)
 from services.launcher import mesh_services
 from services.router.config import (ENV_ADMIN_LISTEN, ENV_ALLOW_DEMO_KEYS, ENV_LANE, ENV_POLICIES_DIR, ENV_TENANTS_FILE,
-                                    ENV_UPSTREAM_URL, load_router_config)
+                                    ENV_UPSTREAM_URL, OPTIONAL_UPSTREAMS, load_router_config)
 from tests.dockerfile import Image, render_image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,6 +198,8 @@ def test_metrics_endpoint_listens_on_all_interfaces_and_is_exposed(name: str) ->
 def test_router_upstreams_point_at_the_modality_containers(name: str) -> None:
     env = SERVICES[name]["environment"]
     for modality, variable in ENV_UPSTREAM_URL.items():
+        if modality in OPTIONAL_UPSTREAMS:  # the match service is not in the compose mesh yet (docs/matching.md)
+            continue
         assert env[variable] == f"{modality}:{listen_port(modality)}"
         assert modality in SERVICES[name]["depends_on"]
 

@@ -77,7 +77,9 @@ class ModelRunner:
     def __init__(self, model: ServedModel, batching: BatchingConfig, metrics: ModelMetrics | None = None) -> None:
         self.model = model
         self.stats = BatchStats()
-        self.models_json = models_parameter(model)  # named in every response (the router reports it)
+        # named in every response (the router reports it); a model whose files change while it serves
+        # (`files_change`: the match model's banks) is described afresh for each response
+        self._models_json = None if getattr(model, "files_change", False) else models_parameter(model)
         #: (items, seconds) of the fastest timed warm run of the model's warm-up (`measure_warm`), reported in
         #: ModelConfig's `warmup` parameter so a router starts with an honest batch cost; None = unknown.
         self.warm_cost: tuple[int, float] | None = None
@@ -93,6 +95,11 @@ class ModelRunner:
         self.batcher: DynamicBatcher[_Item, Row] = DynamicBatcher(self._run_batch, config=config, on_batch=self._record)
         if metrics is not None:
             metrics.describe(model.name, model.version, model.platform, lambda: self.batcher.queue_depth)
+
+    @property
+    def models_json(self) -> str:
+        """JSON [[name, version], ...] of the model and the files behind it, for a response."""
+        return self._models_json if self._models_json is not None else models_parameter(self.model)
 
     async def submit(self, rows: list[Row], priority: int = 0) -> list[Row]:
         """Queue `rows` (from one ModelInfer call) at `priority` (lower = sooner, 0 = default) and wait

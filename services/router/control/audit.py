@@ -31,7 +31,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from services.router.fusion import (Evidence, ImageScoreEvidence, OcrLineEvidence, OcrLineFinding, TextSpanEvidence,
+from services.router.fusion import (Evidence, ImageScoreEvidence, MatchEvidence, OcrLineEvidence, OcrLineFinding, TextSpanEvidence,
                                     Verdict)
 from services.router.policy import CompiledPolicy
 
@@ -152,6 +152,9 @@ def evidence_reference(evidence: Evidence) -> dict[str, Any]:
             base["text"] = line.text
     elif isinstance(evidence, ImageScoreEvidence):
         base.update(kind="image_score", model=evidence.model, scores={k: round(v, 6) for k, v in evidence.scores.items()})
+    elif isinstance(evidence, MatchEvidence):
+        base.update(kind="match", bank=evidence.bank, bank_version=evidence.bank_version, signal=evidence.signal_type,
+                    distance=evidence.distance, content_id=evidence.content_id)
     return base
 
 
@@ -168,4 +171,7 @@ def evidence_from_reference(ref: Mapping[str, Any]) -> Evidence:
                                                               float(ref["confidence"]), polygon))
     if kind == "image_score":
         return ImageScoreEvidence(category, part, str(ref["model"]), {str(k): float(v) for k, v in ref["scores"].items()})
+    if kind == "match":
+        return MatchEvidence(category, part, str(ref["bank"]), int(ref["bank_version"]), str(ref["signal"]),
+                             int(ref["distance"]), str(ref["content_id"]))
     raise ValueError(f"audit evidence of unknown kind {kind!r}")

@@ -1,0 +1,104 @@
+"""Known content through the real router (issue 42): a router process with a `match` upstream (a real match
+service on loopback, banks in its store) answers a re-posted banked photo BLOCK with match evidence, the
+exact banked bytes BLOCK at once (short-circuited), and a light edit of a banked spam message takes the
+action the policy gives that bank, under a policy version that turns matching on; the version before it
+ignores the banks."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+from auditmesh.v1 import admin_pb2 as apb
+from auditmesh.v1 import admin_pb2_grpc as apb_grpc
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+
+from services.common.serving.modality_config import load_service_config
+from services.common.serving.modality_main import build_service
+from services.common.service_config import ServerConfig
+from services.launcher import ROOT, Mesh, free_base_port
+from services.match.banks import BankSpec, BankStore, Entry
+from services.match.server import served_models
+from services.match.signals import image_signals, pdq_hex, text_signals
+from tests.unit.match.conftest import photo_bytes, rgb, variants
+
+pytestmark = pytest.mark.slow
+
+ADMIN = [("x-admin-key", "demo-admin-key")]
+SPAM = "Earn $500 a day from home, no experience needed. DM me on telegram @richfast99 and I will show you how"
+
+
+def moderate(stub: pb_grpc.ModerationServiceStub, item_id: str, *, text: str = "", image: bytes = b"") -> pb.ModerateResponse:
+    part = pb.Part(text=text) if text else pb.Part(image=pb.Image(data=image))
+    response: pb.ModerateResponse = stub.Moderate(pb.ModerateRequest(item=pb.Item(id=item_id, parts=[part])),
+                                                  metadata=[("x-api-key", "demo-acme-key")], timeout=30.0)
+    return response
+
+
+def matched(response: pb.ModerateResponse) -> list[tuple[str, str, str]]:
+    return [(e.category, e.match.bank, e.match.signal_type) for e in response.evidence if e.HasField("match")]
+
+
+async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(tmp_path: Path) -> None:
+    photo = photo_bytes("coffee.png")
+    store = BankStore(tmp_path / "banks.sqlite")
+    store.put_bank(BankSpec("known_gore", shared=True, category="violence"))
+    store.add("known_gore", [Entry("pdq", pdq_hex(image_signals(photo, rgb(photo)).pdq[0]), "case-1"),
+                             Entry("sha256", image_signals(photo, rgb(photo)).sha256, "case-1")])
+    store.put_bank(BankSpec("spam_waves", shared=True, category="spam", action="review"))
+    store.add("spam_waves", [Entry("text_simhash", text_signals(SPAM).simhash.hex(), "wave-7")])
+
+    config = tmp_path / "config"
+    shutil.copytree(ROOT / "config", config)
+    match_config = load_service_config(config / "match.yaml")
+    from dataclasses import replace
+
+    match_config = replace(match_config, server=ServerConfig("127.0.0.1:0", grace_period_s=1.0),
+                           match=replace(match_config.match, banks_path=str(tmp_path / "banks.sqlite")))
+    models = served_models(match_config)
+    service, _ = build_service(match_config, models)
+    port = await service.start()
+    router_yaml = yaml.safe_load((config / "router.yaml").read_text(encoding="utf-8"))
+    router_yaml["upstreams"]["match"] = {"url": f"127.0.0.1:{port}", "model": "match",
+                                         "scheduling": {"max_batch_size": 64, "max_delay_ms": 2, "max_queue": 4096,
+                                                        "max_concurrency": 2, "starvation_limit_ms": 200}}
+    (config / "router.yaml").write_text(yaml.safe_dump(router_yaml), encoding="utf-8")
+    mesh = Mesh(base_port=free_base_port(), config_dir=config)
+    router = mesh.routers[0]
+    try:
+        await asyncio.to_thread(mesh.start_services, ["text", "vision", router], 180.0)
+        with grpc.insecure_channel(mesh.address(router)) as public, grpc.insecure_channel(mesh.admin_address) as channel:
+            stub, admin = pb_grpc.ModerationServiceStub(public), apb_grpc.PolicyAdminStub(channel)
+            repost = variants(photo)["jpeg_60"]
+            before = await asyncio.to_thread(moderate, stub, "before", image=repost)
+            assert matched(before) == []  # the shipped policy does not match known content
+            document = yaml.safe_load((config / "policies" / "default.yaml").read_text(encoding="utf-8"))
+            document.update(version="with-matches", ocr={"enabled": False},
+                            matches={"short_circuit": True, "banks": {"spam_waves": "block"}})  # the bank says review
+            admin.PutVersion(apb.PutVersionRequest(kind=apb.POLICY, name="default", content=yaml.safe_dump(document),
+                                                   activate=True), metadata=ADMIN)
+
+            reposted = await asyncio.to_thread(moderate, stub, "repost", image=repost)
+            assert reposted.policy_version == "with-matches" and reposted.decision == pb.BLOCK
+            assert matched(reposted) == [("violence", "known_gore", "pdq")] and not reposted.short_circuited
+            assert ("banks", "g4") in {(m.name, m.version) for m in reposted.models}
+
+            exact = await asyncio.to_thread(moderate, stub, "exact", image=photo)
+            assert exact.decision == pb.BLOCK and exact.short_circuited
+            assert matched(exact) == [("violence", "known_gore", "sha256")]
+
+            edited = SPAM.replace("$500", "$700").replace("telegram", "TELEGRAM 🚀")
+            spam = await asyncio.to_thread(moderate, stub, "spam", text=edited)
+            category = next(c for c in spam.categories if c.category == "spam")
+            assert category.action == pb.BLOCK and category.rule == "match:spam_waves@2/text_simhash"
+            assert matched(spam) == [("spam", "spam_waves", "text_simhash")]
+    finally:
+        await asyncio.to_thread(mesh.stop)
+        await service.stop()
+        for model in models:
+            model.close()  # type: ignore[attr-defined]
