@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the bank store the match service reads (config/match.yaml match.banks_path; default "
                        "var/banks.sqlite)")
     bank_actions = banks.add_subparsers(dest="action", required=True)
-    create = bank_actions.add_parser("create", help="create a bank (or replace its settings; its hashes stay)")
+    create = bank_actions.add_parser("create", help="create a bank (refused when one of that name exists)")
     create.add_argument("name", help="1-64 lower-case letters, digits, '_' or '-'")
     owner = create.add_mutually_exclusive_group(required=True)
     owner.add_argument("--owner", default="", help="the tenant whose content alone is matched against it")
@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     imports_csv.add_argument("name")
     imports_csv.add_argument("file", type=Path)
     bank_actions.add_parser("list", help="every bank, its version and its hash counts")
+    delete = bank_actions.add_parser("delete", help="delete a bank and its hashes")
+    delete.add_argument("name")
     return parser
 
 
@@ -326,9 +328,9 @@ def _activate(args: argparse.Namespace) -> int:
 
 
 def banks(args: argparse.Namespace) -> int:
-    """`auditmesh banks create|add|import|list`: print the JSON result, or the problem and exit 2."""
+    """`auditmesh banks create|add|import|list|delete`: print the JSON result, or the problem and exit 2."""
     from services.match.banks import BankError, BankSpec, BankStore
-    from services.match.commands import add_content, create_bank, import_csv, list_banks
+    from services.match.commands import add_content, create_bank, delete_bank, import_csv, list_banks
 
     store = BankStore(args.store)
     out: Any
@@ -342,6 +344,8 @@ def banks(args: argparse.Namespace) -> int:
             out = add_content(store, args.name, texts=args.text, images=args.image)
         elif args.action == "import":
             out = import_csv(store, args.name, args.file)
+        elif args.action == "delete":
+            out = delete_bank(store, args.name)
         else:
             out = list_banks(store)
     except (BankError, OSError) as error:

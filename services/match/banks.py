@@ -127,6 +127,31 @@ class BankStore:
         self._db = open_shared(path)
         self._db.executescript(_SCHEMA)
 
+    def create_bank(self, spec: BankSpec) -> int:
+        """Create a new bank; BankError when one of that name exists (`put_bank` replaces a spec on purpose:
+        re-creating by mistake must not hand a bank's hashes to another owner)."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM banks WHERE name = ?", (spec.name,)).fetchone() is not None:
+                raise BankError(f"bank {spec.name!r} exists; delete it first, or change its settings on purpose")
+        return self.put_bank(spec)
+
+    def snapshot(self) -> tuple[int, list[tuple[BankSpec, int, list[Entry]]]]:
+        """The generation and every bank with its hashes, read in one transaction (one consistent state,
+        never a bank's old spec with its new hashes)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                generation = int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+                banks = self._db.execute("SELECT name, spec, version FROM banks ORDER BY name").fetchall()
+                out = []
+                for name, spec, version in banks:
+                    rows = self._db.execute("SELECT signal, value, content_id FROM entries WHERE bank = ? "
+                                            "ORDER BY signal, value", (name,)).fetchall()
+                    out.append((BankSpec(**json.loads(spec)), int(version), [Entry(*row) for row in rows]))
+            finally:
+                self._db.execute("COMMIT")
+        return generation, out
+
     def put_bank(self, spec: BankSpec) -> int:
         """Create or replace `spec.name`'s spec (its hashes stay); the bank's new version."""
         with self._lock:
@@ -223,10 +248,9 @@ class LoadedBanks:
 
     @classmethod
     def load(cls, store: BankStore, clock: Callable[[], float] = time.time) -> LoadedBanks:
-        generation = store.generation()
+        generation, banks = store.snapshot()
         loaded = []
-        for spec, version in store.banks():
-            entries = store.entries(spec.name)
+        for spec, version, entries in banks:
             loaded.append(LoadedBank(spec, version, _index(entries, "pdq"), _index(entries, "text_simhash"),
                                      {(e.signal, e.value): e.content_id for e in entries
                                       if e.signal in ("md5", "sha256", "text_sha256")}))

@@ -6,6 +6,7 @@ service picks the change up within its `reload_interval_s`.
     auditmesh banks add spam_waves --text "FREE crypto airdrop, connect your wallet" --image known.jpg
     auditmesh banks import spam_waves hashes.csv        # lines: signal_type,value[,content_id]
     auditmesh banks list
+    auditmesh banks delete spam_waves
 """
 
 from __future__ import annotations
@@ -16,17 +17,23 @@ from typing import Any, Sequence
 
 from services.common.image_decode import decode_rgb
 from services.match.banks import BankError, BankSpec, BankStore, Entry
-from services.match.signals import image_signals, pdq_hex, text_signals
+from services.match.signals import MIN_MATCH_CHARS, image_signals, matchable, pdq_hex, text_signals
 
-__all__ = ["add_content", "create_bank", "import_csv", "list_banks"]
+__all__ = ["add_content", "create_bank", "delete_bank", "import_csv", "list_banks"]
 
 #: Rows of one import file at most.
 MAX_IMPORT_ROWS = 10_000_000
 
 
 def create_bank(store: BankStore, spec: BankSpec) -> dict[str, Any]:
-    """Create (or replace the spec of) a bank; its name and version."""
-    return {"bank": spec.name, "version": store.put_bank(spec)}
+    """Create a bank (BankError when one of that name exists); its name and version."""
+    return {"bank": spec.name, "version": store.create_bank(spec)}
+
+
+def delete_bank(store: BankStore, name: str) -> dict[str, Any]:
+    """Delete a bank and its hashes (BankError when there is none)."""
+    store.delete_bank(name)
+    return {"bank": name, "deleted": True}
 
 
 def add_content(store: BankStore, bank: str, *, texts: Sequence[str] = (), images: Sequence[Path] = ()) -> dict[str, Any]:
@@ -35,6 +42,9 @@ def add_content(store: BankStore, bank: str, *, texts: Sequence[str] = (), image
     entries: list[Entry] = []
     for text in texts:
         signals = text_signals(text)
+        if not matchable(signals.canonical):
+            raise BankError(f"text {text[:60]!r}: its canonical form {signals.canonical!r} says too little to match "
+                            f"(under {MIN_MATCH_CHARS} letters or digits besides links); it would match every such message")
         label = text[:60]
         entries += [Entry("text_simhash", signals.simhash.hex(), label), Entry("text_sha256", signals.sha256, label)]
     for path in images:

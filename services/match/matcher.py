@@ -11,7 +11,8 @@ For each bank the tenant may see (its own, and shared ones; never another tenant
    the bank's `min_pdq_quality` (a flat image's hash matches everything); the text SimHash within the
    bank's `text_distance`.
 
-One match per bank: its closest signal. A match in a `negative` bank (known-benign content) marks every
+A text whose canonical form says too little (under 10 letters or digits besides link placeholders: every
+link-only message is "url") is never matched. One match per bank: its closest signal. A match in a `negative` bank (known-benign content) marks every
 other bank's match of the item `suppressed`: reported, never acting.
 
 Example::
@@ -28,7 +29,7 @@ import numpy as np
 
 from services.common.contracts.match import Match
 from services.match.banks import LoadedBank
-from services.match.signals import ImageSignals, TextSignals
+from services.match.signals import ImageSignals, TextSignals, matchable
 
 __all__ = ["enabled_for", "match_image", "match_text"]
 
@@ -72,7 +73,7 @@ def match_text(banks: Sequence[LoadedBank], signals: TextSignals) -> list[Match]
     query = np.frombuffer(signals.simhash, dtype=np.uint8).reshape(1, 32)
     found = []
     for bank in banks:
-        if not signals.canonical or not enabled_for(signals.sha256, bank.spec.enabled_ratio):
+        if not matchable(signals.canonical) or not enabled_for(signals.sha256, bank.spec.enabled_ratio):
             continue
         best: tuple[int, str, str] | None = None
         if ("text_sha256", signals.sha256) in bank.exact:

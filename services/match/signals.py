@@ -39,11 +39,15 @@ import numpy as np
 
 from services.common.text_match.normalize import normalize
 
-__all__ = ["ImageSignals", "PDQ_BITS", "SIMHASH_BITS", "TextSignals", "canonical_text", "hamming", "image_signals",
-           "pdq_hex", "simhash", "text_signals"]
+__all__ = ["ImageSignals", "MIN_MATCH_CHARS", "PDQ_BITS", "PDQ_SIDE", "SIMHASH_BITS", "TextSignals", "canonical_text",
+           "hamming", "image_signals", "matchable", "pdq_hex", "simhash", "text_signals"]
 
 SIMHASH_BITS = 256
 PDQ_BITS = 256
+#: Images are hashed at most this many pixels a side (the same for banked and queried images).
+PDQ_SIDE = 512
+#: A canonical text (placeholders aside) shorter than this is too generic to match: "url", "dm me".
+MIN_MATCH_CHARS = 10
 #: Character n-gram length of the SimHash's features.
 GRAM = 3
 _URL = re.compile(r"(?:https?://|www\.)\S+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|net|org|io|co|me|ly|gg|xyz|top|cn|ru|info|biz|app|link|site|shop|vip|cc)(?:/\S*)?")
@@ -97,6 +101,18 @@ def hamming(a: bytes, b: bytes) -> int:
     return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).bit_count()
 
 
+def matchable(canonical: str) -> bool:
+    """Whether a canonical text says enough to be matched at all: at least MIN_MATCH_CHARS letters or
+    digits once the URL placeholders are left out (every link-only message canonicalises to "url").
+
+    Example::
+
+        >>> matchable("url"), matchable("dm me url"), matchable("free airdrop claim now url")
+        (False, False, True)
+    """
+    return len("".join(word for word in canonical.split() if word != "url")) >= MIN_MATCH_CHARS
+
+
 def text_signals(text: str) -> TextSignals:
     """A text's canonical form, its SHA-256 and its SimHash."""
     canonical = canonical_text(text)
@@ -107,7 +123,7 @@ def image_signals(data: bytes, rgb: np.ndarray, *, dihedral: bool = False) -> Im
     """The hashes of an image: `data` as sent (MD5, SHA-256), `rgb` its decoded pixels (H x W x 3, uint8)."""
     import pdqhash
 
-    pixels = np.ascontiguousarray(rgb, dtype=np.uint8)
+    pixels = np.ascontiguousarray(_for_pdq(rgb), dtype=np.uint8)
     if dihedral:
         hashes, quality = pdqhash.compute_dihedral(pixels)
         pdq = tuple(_pack(h) for h in hashes)
@@ -115,6 +131,19 @@ def image_signals(data: bytes, rgb: np.ndarray, *, dihedral: bool = False) -> Im
         bits, quality = pdqhash.compute(pixels)
         pdq = (_pack(bits),)
     return ImageSignals(hashlib.md5(data).hexdigest(), hashlib.sha256(data).hexdigest(), pdq, int(quality))
+
+
+def _for_pdq(rgb: np.ndarray) -> np.ndarray:
+    """`rgb` at most PDQ_SIDE pixels a side (PDQ reduces every image to 64x64 anyway): hashing a 40-megapixel
+    image at full size holds the GIL for seconds and needs about 1 GB of temporaries."""
+    height, width = rgb.shape[:2]
+    if max(height, width) <= PDQ_SIDE:
+        return rgb
+    from PIL import Image
+
+    image = Image.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8))
+    image.thumbnail((PDQ_SIDE, PDQ_SIDE), Image.Resampling.BILINEAR)
+    return np.asarray(image)
 
 
 def pdq_hex(value: bytes) -> str:

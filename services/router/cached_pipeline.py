@@ -119,6 +119,8 @@ class CachedPipeline:
     def _store(cache: VerdictCache[CachedVerdict], tenant: str, key: bytes, outcome: Outcome,
                models: list[tuple[str, str]], texts: dict[int, NormalizedText]) -> None:
         verdict, shadow = outcome.verdict, outcome.shadow
+        if outcome.short_circuited:  # decided on partial signals: answered, never reused
+            return
         if verdict.degradations or (shadow is not None and shadow.degradations) or not set(outcome.models) <= set(models):
             return
         stored = _to_normalized(verdict, texts)

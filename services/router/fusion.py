@@ -30,6 +30,9 @@ from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, Compiled
 CLASSIFIER_STAGES = ("classifier", "ocr_text_classifier")
 #: The known-content matching stage.
 MATCH_STAGE = "match"
+#: Stages that only add signals (their own failure mode applies even to an unloaded model: `model_unloaded`
+#: is for the stages every decision needs).
+OPTIONAL_STAGES = (*CLASSIFIER_STAGES, MATCH_STAGE)
 #: The stage whose failure mode applies when a stage fails ("ocr_text" and the semantic second passes
 #: follow the text service).
 FAILURE_MODE_OF_STAGE = {"text": "text", "ocr_text": "text", "text_semantic": "text", "ocr_text_semantic": "text",
@@ -346,7 +349,7 @@ def _degrade(document: PolicyDocument, failures: Sequence[StageFailure], decisio
             degradations.append(Degradation(failure.stage, failure.reason, "skipped"))
             continue
         mode = getattr(document.failure, FAILURE_MODE_OF_STAGE.get(failure.stage, "text"))
-        if failure.unloaded and document.failure.model_unloaded == "closed" and failure.stage not in CLASSIFIER_STAGES:
+        if failure.unloaded and document.failure.model_unloaded == "closed" and failure.stage not in OPTIONAL_STAGES:
             mode = "closed"  # an unloaded model is never a silent fail-open unless the policy says so
         degradations.append(Degradation(failure.stage, failure.reason, f"fail_{mode}"))
         if mode == "closed":

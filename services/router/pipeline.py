@@ -56,6 +56,8 @@ T = TypeVar("T")
 D = TypeVar("D")
 #: The share of an item's remaining time its tenant classifier may take (it runs beside the text models).
 CLASSIFIER_SHARE = 0.5
+#: The same for the match stage (beside the text, vision and OCR stages).
+MATCH_SHARE = 0.5
 
 
 @dataclass
@@ -155,7 +157,7 @@ class Pipeline:
             if self.match is None:
                 collected.failures.append(StageFailure(MATCH_STAGE, "this router has no match service"))
             elif not self._skip(MATCH_STAGE, self.match, requester, skippable, collected):
-                stages.append(lambda: self._timed(MATCH_STAGE, collected, self._match(item, job)))
+                stages.append(lambda: self._timed(MATCH_STAGE, collected, self._match(item, job, shadow)))
         short_circuited = False
         try:
             await _concurrently([stage() for stage in stages])
@@ -170,7 +172,7 @@ class Pipeline:
         answered = {stage: models for stage, models in collected.models.items() if not stage.startswith(CLASSIFIER_STAGES[0])}
         self.models.update(answered)  # the versions the services named last (a swap shows here)
         used = [m for stage in (*self._text_models(job), "vision", "ocr") if self._used(stage, item, policy)
-                for m in collected.models.get(stage) or self.models.get(stage, [])]
+                for m in collected.models.get(stage) or ([] if short_circuited else self.models.get(stage, []))]
         use = policy.document.tenant_classifier
         if use is not None:
             used.extend(collected.models.get(f"{CLASSIFIER_STAGES[0]}:{use.version}", []))
@@ -236,25 +238,37 @@ class Pipeline:
             return self.match is not None and policy.document.matches is not None and bool(item.parts)
         return self._used(stage, item, policy)
 
-    async def _match(self, item: ValidItem, job: _Job) -> None:
-        """Every part's bank matches; raises _ShortCircuit after an exact match of a bank the active policy
-        blocks, when it short-circuits (a failure of the stage is a `match` stage failure)."""
+    async def _match(self, item: ValidItem, job: _Job, shadow: CompiledPolicy | None) -> None:
+        """Every part's bank matches. Never raises for the service (but for cancellation): any error, and a
+        call over its budget (half the item's remaining time), is a `match` stage failure. Raises
+        _ShortCircuit after an exact match of a bank the active policy blocks, when it short-circuits and
+        a shadow candidate (if any) blocks on it too (else the candidate would be judged on partial signals)."""
         assert self.match is not None
         collected, tenant = job.collected, job.requester.tenant
         envelopes = [match_contract.encode_item(tenant, "image", part.data) if isinstance(part, ImagePart)
                      else match_contract.encode_item(tenant, "text", part.text.encode("utf-8")) for part in item.parts]
-
-        async def ask() -> None:
-            rows = await self.match.submit(job.requester, envelopes, job.deadline)  # type: ignore[union-attr]
-            for part, (matches, _) in zip(item.parts, _decoded(rows, match_contract.decode_row)):
-                collected.matches.extend(MatchFinding(part.index, m) for m in matches)  # an undecodable image: vision says so
-            _note_models(collected, MATCH_STAGE, rows)
-        if not await self._guarded(MATCH_STAGE, collected, ask()):
+        started = time.monotonic()
+        deadline = min(job.deadline, started + max(0.0, job.deadline - started) * MATCH_SHARE)
+        try:
+            rows = await self.match.submit(job.requester, envelopes, deadline)
+            decoded = _decoded(rows, match_contract.decode_row)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # never the item's failure: the policy's failure.match handles it
+            collected.failures.append(StageFailure(MATCH_STAGE, _stage_reason(error),
+                                                   unloaded=isinstance(error, ModelUnloadedError)))
             return
+        for part, (matches, _) in zip(item.parts, decoded):
+            collected.matches.extend(MatchFinding(part.index, m) for m in matches)  # an undecodable image: vision says so
+        _note_models(collected, MATCH_STAGE, rows)
         rules = job.policy.document.matches
-        if rules is not None and rules.short_circuit and any(
-                finding.match.distance == 0 and match_action(job.policy.document, finding.match) == "block"
-                for finding in collected.matches):
+        if rules is None or not rules.short_circuit:
+            return
+        deciding = [f.match for f in collected.matches
+                    if f.match.distance == 0 and match_action(job.policy.document, f.match) == "block"]
+        shadow_blocks = shadow is None or (shadow.document.matches is not None and any(
+            match_action(shadow.document, m) == "block" for m in deciding))
+        if deciding and shadow_blocks:
             raise _ShortCircuit()
 
     def _used(self, stage: str, item: ValidItem, policy: CompiledPolicy) -> bool:
@@ -310,7 +324,7 @@ class Pipeline:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # never the item's failure: the policy reading this version handles it
-            collected.failures.append(StageFailure(stage, _classifier_reason(error), unloaded=isinstance(error, ModelUnloadedError),
+            collected.failures.append(StageFailure(stage, _stage_reason(error), unloaded=isinstance(error, ModelUnloadedError),
                                                    version=version))
         else:
             collected.classified.extend(found)
@@ -385,8 +399,9 @@ def classifier_versions(policy: CompiledPolicy, shadow: CompiledPolicy | None) -
     return tuple(dict.fromkeys(use.version for use in uses if use is not None))
 
 
-def _classifier_reason(error: Exception) -> str:
-    """A stage failure's reason for a failed classifier call (never the upstream's own message)."""
+def _stage_reason(error: Exception) -> str:
+    """A stage failure's reason for a failed call of an optional stage (classifier, match): never an
+    unexpected error's own message."""
     if isinstance(error, UpstreamError):
         return str(error)
     if isinstance(error, DeadlineExceededError):

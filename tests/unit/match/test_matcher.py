@@ -127,3 +127,28 @@ def test_an_index_answers_within_its_radius_nearest_first() -> None:
     assert flat.kind == "flat" and mih.kind == "mih"
     assert flat.query(query, 31) == mih.query(query, 31) == [[("c7", 3)]]
     assert flat.query(query, 2) == [[]]
+
+
+def test_texts_that_say_too_little_never_match_and_cannot_be_banked(store: BankStore) -> None:
+    from services.match.commands import add_content
+
+    store.put_bank(BankSpec("links", shared=True, category="spam"))
+    with pytest.raises(BankError, match="says too little"):
+        add_content(store, "links", texts=["https://scam.example/abc 👉"])
+    store.add("links", [Entry("text_sha256", text_signals("https://x.io/1").sha256, "link-only")])  # by hand
+    assert match_text(LoadedBanks.load(store).banks, text_signals("👉 https://other.site/zzz !!!")) == []
+
+
+def test_create_refuses_an_existing_bank_and_a_huge_image_is_hashed_small(store: BankStore, photos: dict[str, bytes]) -> None:
+    from services.match.commands import create_bank, delete_bank
+
+    create_bank(store, BankSpec("acme_private", owner="acme", category="hate"))
+    with pytest.raises(BankError, match="exists"):
+        create_bank(store, BankSpec("acme_private", shared=True, category="hate"))  # would hand acme's hashes to all
+    assert delete_bank(store, "acme_private") == {"bank": "acme_private", "deleted": True}
+    big = Image.open(__import__("io").BytesIO(photos["coffee.png"])).convert("RGB").resize((3000, 2000))
+    data = encoded(big, "JPEG", quality=90)
+    small = encoded(big.resize((600, 400)), "JPEG", quality=90)
+    distance = (int.from_bytes(image_signals(data, rgb(data)).pdq[0], "big")
+                ^ int.from_bytes(image_signals(small, rgb(small)).pdq[0], "big")).bit_count()
+    assert distance <= 31

@@ -180,3 +180,47 @@ async def test_without_short_circuit_or_without_a_match_service() -> None:
     failing = await make(text, Fake("match", fail=True)).run(ValidItem("k", (TextPart(0, "you=0.95"),)), image_policy(),
                                                             time.monotonic() + 5, Requester("acme"))
     assert failing.verdict.decision == "block" and [d.handling for d in failing.verdict.degradations] == ["fail_open"]
+
+
+async def test_a_shadow_that_would_not_block_keeps_the_stages_running_and_short_circuits_are_not_cached() -> None:
+    text, matcher = Fake("text", delay_s=0.2), Fake("match")
+    item = ValidItem("i", (TextPart(0, "caption=0.95"), ImagePart(1, b"KNOWN-BYTES", HEADER)))
+    pipeline = make(text, matcher)
+    pipeline.vision = cast(ModalityDispatcher, Fake("vision"))
+    active = compile_policy(PolicyDocument("p", "1", profile="fast", matches=MatchRules(), ocr=OcrRules(enabled=False),
+                                           categories={"harassment": Thresholds(review=0.5, block=0.9)}))
+    candidate = compile_policy(PolicyDocument("p", "2", profile="fast", ocr=OcrRules(enabled=False),
+                                              categories={"harassment": Thresholds(review=0.5, block=0.9)}))
+    outcome = await pipeline.run(item, active, time.monotonic() + 5, Requester("acme"), shadow=candidate)
+    assert not outcome.short_circuited and not text.cancelled  # the candidate is judged on every signal
+    assert outcome.shadow is not None and outcome.shadow.decision == "block"  # by the text model, as it would
+
+    from services.router.cached_pipeline import CachedPipeline, CachedVerdict
+    from services.router.control.runtime import Selection
+    from services.router.tenants import Tenant
+    from services.router.verdict_cache import VerdictCache, VerdictCacheConfig
+
+    quick = make(Fake("text", delay_s=5.0), Fake("match"))
+    quick.vision = cast(ModalityDispatcher, Fake("vision", delay_s=5.0))
+    quick.models = {"text": [("text_moderation", "1")], "text_semantic": [("text_semantic", "1")],
+                    "vision": [("image_safety", "1")], "match": [("match", "1"), ("banks", "g17")]}
+    cached = CachedPipeline(quick, VerdictCache[CachedVerdict](VerdictCacheConfig(enabled=True), clock=lambda: 0.0))
+    chosen = Selection(Tenant("acme", "0" * 64, ("p",)), active, None, None, None)
+    first = await cached.run(chosen, item, time.monotonic() + 10, Requester("acme"))
+    again = await cached.run(chosen, item, time.monotonic() + 10, Requester("acme"))
+    assert first.short_circuited and again.short_circuited and not again.cached  # decided on partial signals
+    assert ("text_moderation", "1") not in first.models  # only the stages that answered are named
+
+
+async def test_a_slow_or_full_match_service_fails_open_within_its_share_of_the_time() -> None:
+    from services.common.errors import DeadlineExceededError, QueueFullError
+
+    for error in (DeadlineExceededError("deadline exceeded waiting for the match stage"), QueueFullError("full")):
+        class Broken(Fake):
+            async def submit(self, requester: Requester, payloads: Sequence[bytes], deadline: float) -> list[Row]:
+                raise error
+
+        outcome = await make(Fake("text"), Broken("match")).run(ValidItem("k", (TextPart(0, "you=0.95"),)), image_policy(),
+                                                                time.monotonic() + 5, Requester("acme"))
+        assert outcome.verdict.decision == "block"
+        assert [(d.stage, d.handling) for d in outcome.verdict.degradations] == [("match", "fail_open")]
