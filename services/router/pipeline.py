@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 from services.common.contracts import classifier as classifier_contract
@@ -247,17 +247,11 @@ class Pipeline:
         collected, tenant = job.collected, job.requester.tenant
         envelopes = [match_contract.encode_item(tenant, "image", part.data) if isinstance(part, ImagePart)
                      else match_contract.encode_item(tenant, "text", part.text.encode("utf-8")) for part in item.parts]
-        started = time.monotonic()
-        deadline = min(job.deadline, started + max(0.0, job.deadline - started) * MATCH_SHARE)
-        try:
-            rows = await self.match.submit(job.requester, envelopes, deadline)
-            decoded = _decoded(rows, match_contract.decode_row)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # never the item's failure: the policy's failure.match handles it
-            collected.failures.append(StageFailure(MATCH_STAGE, _stage_reason(error),
-                                                   unloaded=isinstance(error, ModelUnloadedError)))
+        answered = await _optional_call(self.match, envelopes, job, MATCH_SHARE, match_contract.decode_row,
+                                        StageFailure(MATCH_STAGE, ""))
+        if answered is None:
             return
+        rows, decoded = answered
         for part, (matches, _) in zip(item.parts, decoded):
             collected.matches.extend(MatchFinding(part.index, m) for m in matches)  # an undecodable image: vision says so
         _note_models(collected, MATCH_STAGE, rows)
@@ -316,21 +310,14 @@ class Pipeline:
         over its budget (half the item's remaining time), is the stage `stage` failing for `version`."""
         collected = job.collected
         started = time.monotonic()
-        deadline = min(job.deadline, started + max(0.0, job.deadline - started) * CLASSIFIER_SHARE)
-        try:
-            rows = await classifier.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], deadline)
-            found = [ClassifierFinding(part_index, line, text, classifier.upstream.model, version, scores)
-                     for (part_index, text, line), scores in zip(texts, _decoded(rows, classifier_contract.decode_row))]
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # never the item's failure: the policy reading this version handles it
-            collected.failures.append(StageFailure(stage, _stage_reason(error), unloaded=isinstance(error, ModelUnloadedError),
-                                                   version=version))
-        else:
-            collected.classified.extend(found)
+        answered = await _optional_call(classifier, [text.encode("utf-8") for _, text, _ in texts], job, CLASSIFIER_SHARE,
+                                        classifier_contract.decode_row, StageFailure(stage, "", version=version))
+        collected.timings_ms[stage] = max(collected.timings_ms.get(stage, 0.0), (time.monotonic() - started) * 1000)
+        if answered is not None:
+            rows, decoded = answered
+            collected.classified.extend(ClassifierFinding(part_index, line, text, classifier.upstream.model, version, scores)
+                                        for (part_index, text, line), scores in zip(texts, decoded))
             _note_models(collected, f"{CLASSIFIER_STAGES[0]}:{version}", rows)
-        finally:
-            collected.timings_ms[stage] = max(collected.timings_ms.get(stage, 0.0), (time.monotonic() - started) * 1000)
 
     async def _score_by_models(self, texts: list[MatchableText], job: _Job, stage: str) -> None:
         """Score `texts` by the text model(s) of the job's profile (see `_score_texts`)."""
@@ -397,6 +384,25 @@ def classifier_versions(policy: CompiledPolicy, shadow: CompiledPolicy | None) -
     """The tenant classifier versions `policy` and its shadow candidate read (none, one or two)."""
     uses = [p.document.tenant_classifier for p in (policy, shadow) if p is not None]
     return tuple(dict.fromkeys(use.version for use in uses if use is not None))
+
+
+async def _optional_call(dispatcher: ModalityDispatcher, payloads: Sequence[bytes], job: _Job, share: float,
+                         decode: Callable[[Row], D], failure: StageFailure) -> tuple[list[Row], list[D]] | None:
+    """Call a stage that only adds signals (a tenant classifier, the match service): its rows and their typed
+    form, or None after recording `failure` (its reason filled in). It gets at most `share` of the item's
+    remaining time and never raises for the service (but for cancellation): the policy's failure mode for
+    that stage decides, not the item."""
+    started = time.monotonic()
+    deadline = min(job.deadline, started + max(0.0, job.deadline - started) * share)
+    try:
+        rows = await dispatcher.submit(job.requester, payloads, deadline)
+        return rows, _decoded(rows, decode)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        job.collected.failures.append(replace(failure, reason=_stage_reason(error),
+                                              unloaded=isinstance(error, ModelUnloadedError)))
+        return None
 
 
 def _stage_reason(error: Exception) -> str:
