@@ -30,15 +30,23 @@ class OverQuotaError(LimitExceededError):
 
 @dataclass(frozen=True)
 class Quota:
-    """`items_per_s` 0 = no rate limit; `burst` defaults to one second of rate; `max_in_flight` 0 = no cap."""
+    """`items_per_s` 0 = no rate limit; `burst` defaults to one second of rate; `max_in_flight` 0 = no cap.
+
+    With a shared quota backend (services/router/shared_quota.py) `items_per_s` also holds across all
+    router replicas, and `on_backend_error` (allow | deny; "" = the router's `shared_quota` default)
+    says what this tenant gets while that backend fails. The burst and the in-flight cap stay per replica.
+    """
 
     items_per_s: float = 0.0
     burst: int = 0
     max_in_flight: int = 0
+    on_backend_error: str = ""
 
     def __post_init__(self) -> None:
         if self.items_per_s < 0 or self.burst < 0 or self.max_in_flight < 0:
             raise ValueError("items_per_s, burst and max_in_flight must be >= 0 (0 = unlimited)")
+        if self.on_backend_error not in ("", "allow", "deny"):
+            raise ValueError(f"on_backend_error must be allow or deny (or absent), got {self.on_backend_error!r}")
 
     @property
     def capacity(self) -> float:

@@ -46,6 +46,8 @@ from services.router.metrics import PolicyVersionsCollector, RouterMetrics, Sche
 from services.router.pipeline import Pipeline
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.server import SERVICE_NAME, TOLERANT_STREAMS, ModerationServicer
+from services.router.shared_quota import SharedQuota
+from services.router.quota_redis import RedisQuotaBackend
 from services.router.upstream_client import UpstreamSecurity
 
 log = logging.getLogger("services.router")
@@ -92,8 +94,14 @@ class Router:
                                                    "classifier": self.classifiers}))
         self.registry.register(lifecycle.collector())
         auth_metrics = AuthMetrics(self.registry)
+        # Tenants' rate quotas across replicas, counted in Redis (None: this process's token buckets only).
+        self.shared_quota = (SharedQuota(config.shared_quota, RedisQuotaBackend.from_url(
+            config.shared_quota.redis_url, key_prefix=config.shared_quota.key_prefix,
+            timeout_s=config.shared_quota.timeout_ms / 1000.0), metrics=self.metrics)
+            if config.shared_quota.enabled else None)
         self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics,
-                                           guard=AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="public"))
+                                           guard=AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="public"),
+                                           shared_quota=self.shared_quota)
         lifecycle.admin.guard = AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="admin")
         if self.servicer.verdicts.cache is not None:
             self.registry.register(VerdictCacheCollector(self.servicer.verdicts.cache))
@@ -142,6 +150,8 @@ class Router:
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
         await self.classifiers.close()
+        if self.shared_quota is not None:
+            await self.shared_quota.close()
         await self.lifecycle.close()
 
 

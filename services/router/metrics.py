@@ -103,9 +103,31 @@ class RouterMetrics:
                                           buckets=LATENCY_BUCKETS, registry=registry)
         self.upstream_model = Info("auditmesh_router_upstream_model", "A model behind an upstream and its version",
                                    ["upstream", "model"], registry=registry)
+        # The shared quota (services/router/shared_quota.py): leases asked of its backend, near-limit
+        # leases, and backend failures by what the tenant got (allow / deny).
+        self.quota_leases = Counter("auditmesh_router_quota_leases", "Leases of quota tokens asked of the shared "
+                                    "backend, by result (granted, partial, refused)", ["result"], registry=registry)
+        self.quota_near_limit = Counter("auditmesh_router_quota_near_limit", "Leases that left a tenant's window "
+                                        "counter at or above shared_quota.near_limit_ratio of its limit",
+                                        ["tenant", "qos_class"], registry=registry)
+        self.quota_backend_errors = Counter("auditmesh_router_quota_backend_errors", "Admissions decided while the "
+                                            "shared quota backend failed, by the tenant's on_backend_error",
+                                            ["on_backend_error"], registry=registry)
         # The per-item paths' children (record_item, record_refused, in_flight_for).
         self._requests, self._duration = _Children(self.requests), _Children(self.duration)
         self._stage_duration, self._in_flight = _Children(self.stage_duration), _Children(self.in_flight)
+
+    def record_lease(self, result: str) -> None:
+        """One lease asked of the shared quota backend: granted, partial or refused."""
+        self.quota_leases.labels(result).inc()
+
+    def record_near_limit(self, tenant: str, qos_class: str) -> None:
+        """A lease left the tenant's window counter near its limit."""
+        self.quota_near_limit.labels(tenant, qos_class).inc()
+
+    def record_quota_backend_error(self, mode: str) -> None:
+        """An admission decided (allow / deny) while the shared quota backend failed."""
+        self.quota_backend_errors.labels(mode).inc()
 
     def in_flight_for(self, qos_class: str) -> Gauge:
         """The in-flight gauge of one class (`inc` when an item starts, `dec` when it ends)."""

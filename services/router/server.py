@@ -29,7 +29,7 @@ from services.common.request_decoding import UndecodableRequest
 from services.common.metrics import new_registry
 from services.common.status import call_status, code_for, describe, retry_after_s
 from services.common.tracing.spans import item_span
-from services.router.admission import Admission, Ticket
+from services.router.admission import Admission, OverQuotaError, Ticket
 from services.router.cached_pipeline import CachedPipeline
 from services.router.config import RouterConfig
 from services.router.control.runtime import Snapshot
@@ -40,6 +40,7 @@ from services.router.metrics import UNKNOWN, RouterMetrics
 from services.router.pipeline import Outcome, Pipeline
 from services.router.policy_lifecycle import PolicyLifecycle
 from services.router.scheduler import Requester
+from services.router.shared_quota import SharedQuota
 from services.router.stream_answers import answer_stream
 from services.router.tenants import Tenant
 from services.router.validation import validate_item
@@ -73,12 +74,15 @@ class Caller:
 
 class ModerationServicer(pb_grpc.ModerationServiceServicer):
     def __init__(self, config: RouterConfig, lifecycle: PolicyLifecycle, pipeline: Pipeline,
-                 metrics: RouterMetrics | None = None, *, guard: AuthGuard | None = None) -> None:
+                 metrics: RouterMetrics | None = None, *, guard: AuthGuard | None = None,
+                 shared_quota: SharedQuota | None = None) -> None:
         self.config = config
         self.lifecycle = lifecycle
         self.pipeline = pipeline
         self.verdicts = CachedPipeline.from_config(pipeline, config.verdict_cache)
         self.admission = Admission()
+        #: Tenants' rate quotas across all router replicas (services/router/shared_quota.py); None = per process.
+        self.shared_quota = shared_quota
         self.lane_gate = LaneGate(config.lane, config.lanes)
         self.metrics = metrics if metrics is not None else RouterMetrics(new_registry("router", __version__))
         #: Failed-auth throttle (services/common/auth_guard.py); main.py gives it one counted in metrics.
@@ -143,7 +147,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         selection = caller.snapshot.select(caller.tenant, policy_name, item.id or request_id)
         tenant, policy = selection.tenant, selection.policy
         valid = validate_item(item.id, raw_parts(item), self.config.limits, where, item.metadata)
-        ticket = None if admitted else self.admission.admit(tenant.id, tenant.quota, 1, started)
+        ticket = None if admitted else await self._admit(tenant, 1)
         admission_ms = (time.monotonic() - started) * 1000
         requester = Requester(tenant.id, caller.snapshot.tenants.priority(tenant), tenant.weight)
         try:
@@ -163,7 +167,20 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         self.metrics.record_refused(tenant.id if tenant else UNKNOWN, tenant.qos_class if tenant else UNKNOWN,
                                     code_for(error), error)
 
-    def _admit_call(self, context: grpc.aio.ServicerContext, items: int | None = None) -> tuple[Caller, Ticket | None]:
+    async def _admit(self, tenant: Tenant, items: int) -> Ticket:
+        """Take `items` of the tenant's quota: fleet-wide first (the shared quota, when configured), then
+        this replica's token bucket and in-flight cap. Nothing stays charged when either refuses."""
+        taken = None
+        if self.shared_quota is not None:
+            taken = await self.shared_quota.take(tenant.id, tenant.quota, items, qos_class=tenant.qos_class)
+        try:
+            return self.admission.admit(tenant.id, tenant.quota, items, time.monotonic())
+        except OverQuotaError:
+            if self.shared_quota is not None and taken is not None:
+                self.shared_quota.give_back(tenant.id, items, taken)
+            raise
+
+    async def _admit_call(self, context: grpc.aio.ServicerContext, items: int | None = None) -> tuple[Caller, Ticket | None]:
         """Authenticate the call and, for a batch of `items`, check the batch limit and take its quota."""
         caller: Caller | None = None
         try:
@@ -173,8 +190,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
             limit = self.config.limits.max_batch_items
             if items > limit:
                 raise LimitExceededError(f"batch has {items} items; the limit is {limit}")
-            tenant = caller.tenant
-            return caller, self.admission.admit(tenant.id, tenant.quota, items, time.monotonic())
+            return caller, await self._admit(caller.tenant, items)
         except Exception as error:
             self._refused(caller, error)
             raise
@@ -182,14 +198,14 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
     async def Moderate(self, request: pb.ModerateRequest, context: grpc.aio.ServicerContext) -> pb.ModerateResponse:
         with request_scope(request.request_id):
             async with call_status(context, log):
-                caller, _ = self._admit_call(context)
+                caller, _ = await self._admit_call(context)
                 deadline = self._deadline(caller, context, request.deadline_ms)
                 return await self._moderate(caller, request.request_id, request.item, request.policy, deadline, "item")
 
     async def ModerateBatch(self, request: pb.ModerateBatchRequest, context: grpc.aio.ServicerContext) -> pb.ModerateBatchResponse:
         with request_scope():
             async with call_status(context, log):
-                caller, ticket = self._admit_call(context, len(request.items))
+                caller, ticket = await self._admit_call(context, len(request.items))
                 try:
                     deadline = self._deadline(caller, context)
                     results = await asyncio.gather(*(self._one_or_error(caller, "", item, request.policy, deadline,
@@ -214,7 +230,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
     async def ModerateStream(self, request_iterator: AsyncIterator[pb.ModerateRequest | UndecodableRequest],
                              context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ModerateResponse]:
         async with call_status(context, log):
-            caller, _ = self._admit_call(context)
+            caller, _ = await self._admit_call(context)
         # Read once: the call's gRPC deadline is fixed, so each message's time left follows from it.
         remaining = context.time_remaining()
         call_deadline = None if remaining is None else time.monotonic() + remaining
