@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STUBS := services/common/gen
 REPO := model_repository
 DEBIAN_BCC := /usr/lib/python3/dist-packages/bcc
-DEBIAN_PACKAGES := fonts-wqy-zenhei python3-bpfcc libbpfcc linux-headers-$(shell dpkg --print-architecture 2>/dev/null || echo amd64) iperf3 redis-server
+DEBIAN_PACKAGES := fonts-wqy-zenhei python3-bpfcc libbpfcc linux-headers-$(shell dpkg --print-architecture 2>/dev/null || echo amd64) iperf3 redis-server postgresql
 PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
 
 ARTIFACTS := models
@@ -24,7 +24,7 @@ fonts: ## the CJK font the benchmarks and tests render text images with (fonts-w
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-zenhei; \
 	  else echo "missing Debian package fonts-wqy-zenhei (benchmarks and tests render text images with it): run 'sudo apt-get install fonts-wqy-zenhei'"; exit 1; fi; }
 
-system-deps: ## Debian packages the tests need (CJK font for test images; bcc, kernel headers, iperf3 for ebpf/; redis-server for the shared quota); installs when root
+system-deps: ## Debian packages the tests need (CJK font for test images; bcc, kernel headers, iperf3 for ebpf/; redis-server and postgresql for the shared state); installs when root
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \

@@ -4,7 +4,8 @@ Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUD
 `AUDITMESH_TEXT_URL`, `AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`,
 `AUDITMESH_POLICIES_DIR`, `AUDITMESH_POLICY_STORE`, `AUDITMESH_AUDIT_LOG`, `AUDITMESH_ADMIN_KEYS_FILE`,
 `AUDITMESH_LANE` (the `--lane`), `AUDITMESH_ADMIN_LISTEN` (`off` = no admin port in this process),
-`AUDITMESH_ALLOW_DEMO_KEYS` (`1`/`true`), `AUDITMESH_REDIS_URL` (`shared_quota.redis_url`), `AUDITMESH_TLS_*` (the public port's TLS) and
+`AUDITMESH_ALLOW_DEMO_KEYS` (`1`/`true`), `AUDITMESH_REDIS_URL` (`shared_quota.redis_url`), `AUDITMESH_POSTGRES_DSN`
+(`lifecycle.postgres_dsn`), `AUDITMESH_TLS_*` (the public port's TLS) and
 `AUDITMESH_UPSTREAM_TLS_*` / `AUDITMESH_INTERNAL_SECRET[_FILE]` (what the router presents upstream).
 
 Security (docs/security.md): the PolicyAdmin API is served only on `admin_listen`, its own port, so
@@ -56,6 +57,8 @@ ENV_ADMIN_LISTEN = "AUDITMESH_ADMIN_LISTEN"
 ENV_ALLOW_DEMO_KEYS = "AUDITMESH_ALLOW_DEMO_KEYS"
 #: The shared quota's Redis (`shared_quota.redis_url`); may carry a password, so it is best set from a secret.
 ENV_REDIS_URL = "AUDITMESH_REDIS_URL"
+#: The policy store's and audit log's PostgreSQL (`lifecycle.postgres_dsn`); best set from a secret.
+ENV_POSTGRES_DSN = "AUDITMESH_POSTGRES_DSN"
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,10 @@ class LifecycleConfig:
     review_tasks_path: str = ""
     #: How often buffered review tasks are written (a crash can lose at most this interval's tasks).
     review_flush_interval_s: float = 0.05
+    #: PostgreSQL shared by every router replica for the policy store and the audit log
+    #: (services/router/control/store_postgres.py, audit_postgres.py); "" = the SQLite files above.
+    #: Env AUDITMESH_POSTGRES_DSN (it may carry a password: set it from a secret).
+    postgres_dsn: str = ""
 
     @property
     def labels_file(self) -> str:
@@ -155,6 +162,8 @@ class LifecycleConfig:
         return self.review_tasks_path or str(Path(self.store_path).parent / "review_tasks.sqlite")
 
     def __post_init__(self) -> None:
+        if self.postgres_dsn and not self.postgres_dsn.startswith(("postgresql://", "postgres://")):
+            raise ValueError("postgres_dsn must be a postgresql:// URL (or empty: the SQLite files)")
         for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s", "review_flush_interval_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -248,11 +257,12 @@ def _load(path: Path, lane: str | None) -> RouterConfig:
     upstreams = {m: replace(u, url=env[ENV_UPSTREAM_URL[m]]) if env.get(ENV_UPSTREAM_URL[m]) else u
                  for m, u in config.upstreams.items()}
     lifecycle = config.lifecycle
-    lifecycle = replace(lifecycle, store_path=env.get(ENV_POLICY_STORE) or lifecycle.store_path,
-                        audit_path=env.get(ENV_AUDIT_LOG) or lifecycle.audit_path,
-                        admin_keys_file=env.get(ENV_ADMIN_KEYS_FILE) or lifecycle.admin_keys_file)
     admin_listen = env.get(ENV_ADMIN_LISTEN, "").strip()
     try:
+        lifecycle = replace(lifecycle, store_path=env.get(ENV_POLICY_STORE) or lifecycle.store_path,
+                            audit_path=env.get(ENV_AUDIT_LOG) or lifecycle.audit_path,
+                            admin_keys_file=env.get(ENV_ADMIN_KEYS_FILE) or lifecycle.admin_keys_file,
+                            postgres_dsn=env.get(ENV_POSTGRES_DSN, "").strip() or lifecycle.postgres_dsn)
         internal = replace(config.internal, tls=client_tls_from_env(config.internal.tls, env),
                            secret_file=config.internal.secret_file)
         shared_quota = (replace(config.shared_quota, redis_url=env[ENV_REDIS_URL].strip())

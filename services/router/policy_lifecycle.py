@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any, Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -29,7 +30,7 @@ from services.common.errors import InvalidRequestError, LimitExceededError, Perm
 from services.router.control.admin import ADMIN_SERVICE_NAME, PolicyAdminServicer
 from services.router.control.admin_auth import AdminAuth, load_admin_keys
 from services.router.control.audit import AuditInput, audit_record
-from services.router.control.audit_store import AuditStore
+from services.router.control.audit_store import AuditLog, AuditStore
 from services.router.control.label_store import LabelStore
 from services.router.control.review_queue import ReviewQueue, task_reason
 from services.router.config import RouterConfig
@@ -37,7 +38,9 @@ from services.router.control.watch import ConfigWatcher
 from services.router.pipeline import Outcome
 from services.router.control.control import PolicyControl
 from services.router.control.runtime import PolicyRuntime, Selection
-from services.router.control.store import SQLitePolicyStore
+from services.router.control.store import PolicyStore, SQLitePolicyStore
+from services.router.control.audit_postgres import PostgresAuditLog
+from services.router.control.store_postgres import PolicyChangeFeed, PostgresPolicyStore, follow_changes
 from services.router.tenants import Tenant
 
 log = logging.getLogger(__name__)
@@ -50,8 +53,9 @@ __all__ = ["ADMIN_SERVICE_NAME", "PolicyLifecycle"]
 class PolicyLifecycle:
     """See the module docstring."""
 
-    def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditStore, auth: AdminAuth, *,
-                 labels: LabelStore | None = None, reviews: ReviewQueue | None = None) -> None:
+    def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
+                 labels: LabelStore | None = None, reviews: ReviewQueue | None = None,
+                 changes: PolicyChangeFeed | None = None) -> None:
         self.config = config
         self.control = control
         self.audit = audit
@@ -65,22 +69,32 @@ class PolicyLifecycle:
         self._watch_interval_s = settings.watch_interval_s
         self._flush_interval_s = settings.audit_flush_interval_s
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Announced store changes (PostgreSQL's NOTIFY), followed by a thread of its own; None = polling only.
+        self._changes = changes
+        self._follower: threading.Thread | None = None
+        self._stop_following = threading.Event()
 
     @classmethod
     def open(cls, config: RouterConfig) -> PolicyLifecycle:
-        """Open the store and audit log, import the config files (ConfigError on a bad one), load admin keys."""
+        """Open the store and audit log (SQLite files, or with `lifecycle.postgres_dsn` PostgreSQL shared by
+        every replica), import the config files (ConfigError on a bad one), load admin keys."""
         settings = config.lifecycle
-        control = PolicyControl(SQLitePolicyStore(Path(settings.store_path)), default_bounds=settings.canary_bounds)
+        dsn = settings.postgres_dsn
+        store: PolicyStore = PostgresPolicyStore(dsn) if dsn else SQLitePolicyStore(Path(settings.store_path))
+        control = PolicyControl(store, default_bounds=settings.canary_bounds)
         snapshot = control.import_files(Path(config.policies_dir), Path(config.tenants_file))
         keys = settings.admin_keys + (load_admin_keys(Path(settings.admin_keys_file)) if settings.admin_keys_file else ())
         auth = AdminAuth(keys)
         auth.check_disjoint((t.api_key_sha256 for t in snapshot.tenants.tenants.values()), "lifecycle.admin_keys")
         if not len(auth):
             log.warning("no admin keys configured (lifecycle.admin_keys): the PolicyAdmin API refuses every call")
-        audit = AuditStore(Path(settings.audit_path), retention_s=settings.audit_retention_days * 86400.0,
-                           compression=settings.audit_compression)
+        retention_s = settings.audit_retention_days * 86400.0
+        audit: AuditLog = (PostgresAuditLog(dsn, retention_s=retention_s, compression=settings.audit_compression) if dsn
+                           else AuditStore(Path(settings.audit_path), retention_s=retention_s,
+                                           compression=settings.audit_compression))
         return cls(config, control, audit, auth, labels=LabelStore(Path(settings.labels_file)),
-                   reviews=ReviewQueue(Path(settings.review_tasks_file), retention_s=settings.audit_retention_days * 86400.0))
+                   reviews=ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s),
+                   changes=PolicyChangeFeed(dsn) if dsn else None)
 
     @property
     def runtime(self) -> PolicyRuntime:
@@ -134,6 +148,10 @@ class PolicyLifecycle:
     def register(self, server: grpc.aio.Server) -> None:
         """Start the watcher and the audit and review-task writers (with the server that serves moderation)."""
         self._spawn(self.watcher.run(self._watch_interval_s))
+        if self._changes is not None and self._follower is None:
+            self._follower = threading.Thread(target=follow_changes, name="policy-changes", daemon=True,
+                                              args=(self._changes, self.control.reload, self._stop_following))
+            self._follower.start()
         self._spawn(self._flush_audit())
         if self.reviews is not None:
             self._spawn(self._flush_reviews(self.reviews))
@@ -156,7 +174,10 @@ class PolicyLifecycle:
         while True:
             await asyncio.sleep(self._flush_interval_s)
             if self.audit.pending:
-                await asyncio.to_thread(self.audit.flush)
+                try:
+                    await asyncio.to_thread(self.audit.flush)
+                except Exception:  # a disk error must not end the writer: records stay bounded and counted
+                    log.exception("audit log: write failed")
 
     async def _flush_reviews(self, reviews: ReviewQueue) -> None:
         while True:
@@ -172,6 +193,9 @@ class PolicyLifecycle:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._follower is not None:
+            self._stop_following.set()
+            await asyncio.to_thread(self._follower.join, 5.0)
         await asyncio.to_thread(self.audit.close)
         if self.labels is not None:
             self.labels.close()
@@ -219,6 +243,8 @@ class LifecycleCollector(Collector):
         yield GaugeMetricFamily("auditmesh_audit_pending", "Audit records not yet written", value=self.lifecycle.audit.pending)
         yield CounterMetricFamily("auditmesh_audit_dropped", "Audit records dropped (buffer full)",
                                   value=self.lifecycle.audit.dropped)
+        yield CounterMetricFamily("auditmesh_audit_write_errors", "Audit writes that failed (their records stay "
+                                  "buffered and are retried)", value=self.lifecycle.audit.write_errors)
         reviews = self.lifecycle.reviews
         if reviews is not None:
             yield GaugeMetricFamily("auditmesh_review_tasks_buffered", "Review tasks not yet written", value=reviews.buffered)

@@ -26,7 +26,7 @@ from services.common.status import call_status
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
 from services.router.control.audit import AuditRecord
-from services.router.control.audit_store import AuditStore
+from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CanaryReport, RollbackBounds
 from services.router.control.label_store import DEFAULT_PAGE, Label, LabelStore, Submitted
 from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewQueue, ReviewTask
@@ -45,7 +45,7 @@ KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
 
 
 class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
-    def __init__(self, control: PolicyControl, audit: AuditStore, auth: AdminAuth, *,
+    def __init__(self, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
                  guard: AuthGuard | None = None, labels: LabelStore | None = None,
                  reviews: ReviewQueue | None = None, poll_s: float = 0.2) -> None:
         self.control = control

@@ -31,7 +31,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Literal, Protocol
 
 from services.common.errors import InvalidRequestError
 from services.router.control.audit import AuditRecord
@@ -55,6 +55,31 @@ CREATE INDEX IF NOT EXISTS audit_tenant_time ON audit (tenant, time, seq);
 """
 
 
+class AuditLog(Protocol):
+    """What the router needs from an audit log: this SQLite one, or PostgreSQL's
+    (services/router/control/audit_postgres.py). `append` never blocks; `flush` and `query` do."""
+
+    dropped: int
+    write_errors: int
+
+    @property
+    def pending(self) -> int: ...
+
+    def append(self, record: AuditRecord) -> None: ...
+
+    def flush(self) -> int: ...
+
+    def query(self, tenant: str, *, since: float = 0.0, until: float = 0.0, limit: int = 100,
+              page_token: str = "") -> tuple[list[AuditRecord], str]: ...
+
+    def close(self) -> None: ...
+
+
+def encode_record(record: AuditRecord) -> str:
+    """A record as compact JSON text."""
+    return json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
 class AuditStore:
     """See the module docstring. `append` from the event loop; `flush` and `query` from any thread."""
 
@@ -67,6 +92,8 @@ class AuditStore:
         self.retention_s = retention_s
         self.compression = compression
         self.dropped = 0
+        #: Always 0 here: a failed SQLite write raises to the flushing task (the disk is local).
+        self.write_errors = 0
         self._clock = clock
         self._pending: collections.deque[AuditRecord] = collections.deque(maxlen=max_pending)
         self._lock = threading.Lock()
@@ -100,7 +127,7 @@ class AuditStore:
         return written
 
     def _encode(self, record: AuditRecord) -> str | bytes:
-        text = json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
+        text = encode_record(record)
         return zlib.compress(text.encode("utf-8"), ZLIB_LEVEL) if self.compression == "zlib" else text
 
     def _prune(self) -> None:

@@ -22,8 +22,8 @@ so the transition is visible. Conflicting writers cannot interleave: the pointer
 makes the second of two concurrent activations fail (`ConflictError`, ABORTED) instead of
 silently overwriting. An automatic rollback from several replicas at once is the same pointer/canary
 write and lands once. SQLite gives this between processes on one host (WAL mode); for many hosts
-implement `PolicyStore` over etcd (txn with a mod-revision compare) or Redis (WATCH/MULTI or a Lua
-script) with the same four tables as key prefixes.
+`PostgresPolicyStore` (services/router/control/store_postgres.py) implements it in PostgreSQL, and
+announces each change with NOTIFY so replicas reload at once instead of at their next poll.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ class SQLitePolicyStore:
                 if existing.content_hash != version.content_hash:
                     raise AlreadyExistsError(
                         f"{version.kind}/{version.name}: version: {version.version!r} already exists with different "
-                        f"content (stored by {existing.author} at {_iso(existing.created_at)}); versions are "
+                        f"content (stored by {existing.author} at {iso_time(existing.created_at)}); versions are "
                         f"immutable, choose a new version id")
                 return existing
             db.execute("INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _row(version))
@@ -252,7 +252,7 @@ class SQLitePolicyStore:
     def canaries(self) -> list[CanarySpec]:
         with self._transaction() as db:
             rows = db.execute("SELECT spec FROM canaries ORDER BY policy, scope").fetchall()
-        return [_canary(json.loads(row[0])) for row in rows]
+        return [canary_from_dict(json.loads(row[0])) for row in rows]
 
     def generation(self) -> int:
         with self._transaction() as db:
@@ -303,9 +303,9 @@ def _row(version: StoredVersion) -> Sequence[Any]:
             version.comment, version.created_at)
 
 
-def _canary(data: dict[str, Any]) -> CanarySpec:
+def canary_from_dict(data: dict[str, Any]) -> CanarySpec:
     return CanarySpec(**{**data, "bounds": RollbackBounds(**data["bounds"])})
 
 
-def _iso(at: float) -> str:
+def iso_time(at: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

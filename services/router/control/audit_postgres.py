@@ -1,0 +1,173 @@
+"""The decision audit log in PostgreSQL (`lifecycle.postgres_dsn`): every router replica writes into one
+table, and the admin API's queries see all replicas' records.
+
+Like the SQLite log (services/router/control/audit_store.py), the request path only appends to a
+bounded in-memory buffer; a background task writes it every `audit_flush_interval_s`, here as
+multi-row inserts (`executemany`, pipelined by psycopg) of up to `FLUSH_CHUNK` records per
+transaction, each record once (`ON CONFLICT (audit_id) DO NOTHING`, so a retried chunk that had in
+fact committed writes nothing twice). A database that is down, slow or full never blocks or fails
+moderation: a chunk that could not be written goes back to the front of the buffer and is retried at
+the next flush (`write_errors` counts the failed attempts); only when the buffer is full are the
+oldest records dropped, and counted (`dropped`).
+
+Records are JSONB (queryable in SQL: `record->>'decision'`), or zlib-compressed JSON in
+`record_zlib` with `compression="zlib"`. Retention: every `PRUNE_EVERY_S` the records older than
+`retention_s` are deleted in batches of `PRUNE_BATCH` rows (short transactions, using the index on
+time), so a large backlog never holds a long lock. Queries name one tenant (part of the SQL condition)
+and use the (tenant, time, seq) index.
+
+Example::
+
+    log = PostgresAuditLog("postgresql://auditmesh@db/auditmesh", retention_s=30 * 86400)
+    log.append(record)
+    log.flush()
+    records, next_token = log.query("acme", since=t0, until=t1, limit=100)
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import threading
+import time
+import zlib
+from typing import Any, Callable
+
+import psycopg
+
+from services.common.errors import InvalidRequestError
+from services.router.control.audit import AuditRecord
+from services.router.control.audit_store import (FLUSH_CHUNK, MAX_QUERY_LIMIT, PRUNE_EVERY_S, ZLIB_LEVEL, Compression,
+                                                 encode_record)
+from services.router.control.postgres import PgConnection
+
+log = logging.getLogger(__name__)
+#: Rows deleted per retention statement.
+PRUNE_BATCH = 10_000
+#: At most one error log line per this many seconds while the database fails.
+ERROR_LOG_EVERY_S = 10.0
+
+
+class PostgresAuditLog:
+    """See the module docstring. `append` from the event loop; `flush` and `query` from a worker thread."""
+
+    def __init__(self, dsn: str, *, retention_s: float = 30 * 86400.0, max_pending: int = 100_000,
+                 clock: Callable[[], float] = time.time, compression: Compression = "none") -> None:
+        if retention_s <= 0:
+            raise ValueError(f"retention_s must be > 0, got {retention_s}")
+        if compression not in ("none", "zlib"):
+            raise ValueError(f"compression must be 'none' or 'zlib', got {compression!r}")
+        self.retention_s = retention_s
+        self.compression = compression
+        self.dropped = 0
+        self.write_errors = 0
+        self._clock = clock
+        self._max_pending = max_pending
+        self._pending: collections.deque[AuditRecord] = collections.deque()
+        self._buffer_lock = threading.Lock()  # append (event loop) against a chunk put back (worker)
+        self._flush_lock = threading.Lock()   # one flush at a time
+        self._db = PgConnection(dsn)
+        self._last_prune = 0.0
+        self._last_error_log = 0.0
+
+    def append(self, record: AuditRecord) -> None:
+        """Queue one record for the next flush (drops the oldest pending one when the buffer is full)."""
+        with self._buffer_lock:
+            if len(self._pending) >= self._max_pending:
+                self._pending.popleft()
+                self.dropped += 1
+            self._pending.append(record)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> int:
+        """Write the pending records; returns how many were written. A failure is logged and counted, the
+        unwritten records stay buffered for the next flush; nothing is raised."""
+        written = 0
+        with self._flush_lock:
+            while self._pending:
+                with self._buffer_lock:
+                    chunk = [self._pending.popleft() for _ in range(min(FLUSH_CHUNK, len(self._pending)))]
+                try:
+                    self._write(chunk)
+                except psycopg.Error as error:
+                    self._put_back(chunk)
+                    self._failed(error)
+                    return written
+                written += len(chunk)
+            try:
+                self._prune()
+            except psycopg.Error as error:
+                self._failed(error)
+        return written
+
+    def _write(self, chunk: list[AuditRecord]) -> None:
+        rows: list[tuple[Any, ...]] = []
+        for record in chunk:
+            text = encode_record(record)
+            if self.compression == "zlib":
+                rows.append((record.audit_id, record.tenant, record.time, None, zlib.compress(text.encode(), ZLIB_LEVEL)))
+            else:
+                rows.append((record.audit_id, record.tenant, record.time, text, None))
+        with self._db.transaction() as cursor:
+            cursor.executemany("INSERT INTO audit_records (audit_id, tenant, time, record, record_zlib) "
+                               "VALUES (%s, %s, %s, %s::jsonb, %s) ON CONFLICT (audit_id) DO NOTHING", rows)
+
+    def _put_back(self, chunk: list[AuditRecord]) -> None:
+        """Return an unwritten chunk to the front; if the buffer filled meanwhile, its oldest are dropped."""
+        with self._buffer_lock:
+            room = max(0, self._max_pending - len(self._pending))
+            kept = chunk[len(chunk) - min(room, len(chunk)):]
+            self.dropped += len(chunk) - len(kept)
+            self._pending.extendleft(reversed(kept))
+
+    def _failed(self, error: psycopg.Error) -> None:
+        self.write_errors += 1
+        now = time.monotonic()
+        if now - self._last_error_log >= ERROR_LOG_EVERY_S:
+            self._last_error_log = now
+            log.error("audit log: PostgreSQL write failed (%d records buffered, retried at the next flush): %s",
+                      len(self._pending), error)
+
+    def _prune(self) -> None:
+        now = self._clock()
+        if now - self._last_prune < PRUNE_EVERY_S:
+            return
+        self._last_prune = now
+        deleted = 0
+        while True:
+            with self._db.transaction() as cursor:
+                cursor.execute("DELETE FROM audit_records WHERE seq IN (SELECT seq FROM audit_records WHERE time < %s "
+                               "ORDER BY time LIMIT %s)", (now - self.retention_s, PRUNE_BATCH))
+                count = cursor.rowcount
+            deleted += max(count, 0)
+            if count < PRUNE_BATCH:
+                break
+        if deleted:
+            log.info("audit log: deleted %d records older than %.0f s", deleted, self.retention_s)
+
+    def query(self, tenant: str, *, since: float = 0.0, until: float = 0.0, limit: int = 100,
+              page_token: str = "") -> tuple[list[AuditRecord], str]:
+        """Records of `tenant` with since <= time < until (0 = unbounded), oldest first (by write order),
+        and the token of the next page ("" when there is none). Pending records are flushed first."""
+        if not tenant:
+            raise InvalidRequestError("tenant: required; audit records are read one tenant at a time")
+        if page_token and not page_token.isdigit():
+            raise InvalidRequestError(f"page_token: not a token from a previous response: {page_token!r}")
+        limit = min(limit or 100, MAX_QUERY_LIMIT)
+        self.flush()
+        with self._db.transaction() as cursor:
+            cursor.execute("SELECT seq, record::text, record_zlib FROM audit_records WHERE tenant = %s AND time >= %s "
+                           "AND time < %s AND seq > %s ORDER BY seq LIMIT %s",
+                           (tenant, since, until or float("inf"), int(page_token or 0), limit + 1))
+            rows = cursor.fetchall()
+        records = [AuditRecord.from_json_dict(json.loads(text if text is not None else zlib.decompress(blob).decode()))
+                   for _, text, blob in rows[:limit]]
+        return records, str(rows[limit - 1][0]) if len(rows) > limit else ""
+
+    def close(self) -> None:
+        self.flush()
+        self._db.close()
