@@ -21,6 +21,9 @@ service by hand.
 When `config/router.yaml` defines ingress lanes (services/router/lanes.py), each lane is its own
 router process: the first lane is `router` on the base port, the others `router-<lane>` on the ports
 after the modality services (the shipped config: `router-bulk` on 8104).
+`--router-replicas N` runs N processes per lane: replicas `router.2`, `router-bulk.2`, ... from the base
+port + 10 (the shipped config with N = 2: 8110 and 8111; metrics 9110, 9111), sharing the policy store;
+give them AUDITMESH_REDIS_URL (shared quotas) and clients every address.
 
 Each service also serves Prometheus metrics on `metrics_base_port` + the same offset (router 9100,
 text 9101, vision 9102, ocr 9103, router-bulk 9104 by default), or none with `--metrics-base-port 0`.
@@ -72,6 +75,9 @@ ROUTER = "router"
 MESH_SECRET = secrets.token_urlsafe(32)
 MESH_ADMIN_SECRET = secrets.token_urlsafe(32)
 DEFAULT_ADMIN_PORT = 8105
+#: Router replicas (`--router-replicas`) listen from the base port + this (8110, 8111, ...), past the
+#: admin port and the match service's 8106.
+REPLICA_PORT_OFFSET = 10
 #: Seconds a stopping service gets beyond its own `grace_period_s` (closing models, flushing the audit
 #: log) before it is SIGKILLed.
 STOP_MARGIN_S = 5.0
@@ -98,10 +104,20 @@ def router_lanes(config_dir: Path) -> dict[str, tuple[str, ...]]:
             for lane in data.get("lanes") or [] if isinstance(lane, dict) and "name" in lane}
 
 
-def mesh_services(config_dir: Path = ROOT / "config") -> tuple[str, ...]:
+def mesh_services(config_dir: Path = ROOT / "config", router_replicas: int = 1) -> tuple[str, ...]:
     """The mesh's processes in port order: router, text, vision, ocr, then `router-<lane>` for every
-    lane after the first."""
-    return (ROUTER, *MODALITIES, *(f"{ROUTER}-{lane}" for lane in list(router_lanes(config_dir))[1:]))
+    lane after the first, then, with `router_replicas` N > 1, replicas 2..N of each router process
+    (`router.2`, `router-bulk.2`, ...)."""
+    routers = (ROUTER, *(f"{ROUTER}-{lane}" for lane in list(router_lanes(config_dir))[1:]))
+    replicas = tuple(f"{router}.{n}" for n in range(2, router_replicas + 1) for router in routers)
+    return (ROUTER, *MODALITIES, *routers[1:], *replicas)
+
+
+def replica_of(service: str) -> str:
+    """The router process a replica copies (`router-bulk.2` -> `router-bulk`); a name without a replica
+    number is its own."""
+    base, _, number = service.rpartition(".")
+    return base if base and number.isdigit() else service
 
 
 def free_base_port(count: int = 0) -> int:
@@ -140,7 +156,10 @@ class Mesh:
     reaches only the launcher, which then stops them in order.
     `place`: start each process on the CPUs and at the niceness of its config's `placement` block
     (`placement()`; services/common/placement.py).
-    `admin_port`: the router's PolicyAdmin port (0 = a free loopback port, picked at construction)."""
+    `admin_port`: the router's PolicyAdmin port (0 = a free loopback port, picked at construction).
+    `router_replicas`: how many processes serve each router lane (replicas 2..N from base_port +
+    REPLICA_PORT_OFFSET, sharing the state folder; only the first serves the admin API). Run them with
+    AUDITMESH_REDIS_URL in `extra_env` so tenants' quotas hold across them."""
 
     base_port: int = 8100
     config_dir: Path = ROOT / "config"
@@ -156,6 +175,7 @@ class Mesh:
     #: Apply each config's `placement` (CPUs, niceness) to its process; False = every process anywhere.
     place: bool = True
     admin_port: int = 0
+    router_replicas: int = 1
     _temp_state: Path | None = field(default=None, init=False, repr=False)
     #: Every process, in port order (see `mesh_services`).
     services: tuple[str, ...] = field(default=(), init=False)
@@ -164,10 +184,14 @@ class Mesh:
     _lane_classes: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.services = mesh_services(self.config_dir)
+        if self.router_replicas < 1:
+            raise ValueError(f"router_replicas must be >= 1, got {self.router_replicas}")
+        self.services = mesh_services(self.config_dir, self.router_replicas)
         self._lane_classes = router_lanes(self.config_dir)
         names = list(self._lane_classes)
-        self.lanes = {ROUTER: names[0] if names else "", **{f"{ROUTER}-{lane}": lane for lane in names[1:]}}
+        lanes = {ROUTER: names[0] if names else "", **{f"{ROUTER}-{lane}": lane for lane in names[1:]}}
+        self.lanes = {**lanes, **{service: lanes[replica_of(service)] for service in self.services
+                                  if replica_of(service) != service}}
         if not self.admin_port:
             self.admin_port = free_base_port(1)
 
@@ -191,8 +215,13 @@ class Mesh:
 
     @property
     def routers(self) -> tuple[str, ...]:
-        """The router processes: `router` (the first lane, or the only router), then the other lanes."""
+        """The router processes: `router` (the first lane, or the only router), the other lanes, then
+        their replicas."""
         return tuple(self.lanes)
+
+    def replicas(self, router: str) -> tuple[str, ...]:
+        """`router` and its replicas, in port order."""
+        return tuple(service for service in self.lanes if replica_of(service) == router)
 
     def port(self, service: str) -> int:
         return self.base_port + self._offset(service)
@@ -204,6 +233,9 @@ class Mesh:
     def _offset(self, service: str) -> int:
         if service not in self.services:
             raise ValueError(f"unknown service {service!r}; this mesh has {list(self.services)}")
+        if replica_of(service) != service:  # replicas from base + REPLICA_PORT_OFFSET: clear of the admin port
+            replicas = [s for s in self.services if replica_of(s) != s]
+            return REPLICA_PORT_OFFSET + replicas.index(service)
         return self.services.index(service)
 
     def address(self, service: str) -> str:
@@ -464,6 +496,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--restart-reset-s", type=float, default=defaults.reset_after_s,
                         help="a service up this long before it died is restarted after the initial wait again "
                              f"(default: {defaults.reset_after_s})")
+    parser.add_argument("--router-replicas", type=int, default=1,
+                        help="router processes per lane (replicas 2..N listen on the ports after the others; "
+                             "set AUDITMESH_REDIS_URL so tenants' quotas hold across them; default: 1)")
     parser.add_argument("--no-placement", action="store_true",
                         help="ignore the configs' `placement` blocks: every service on every CPU at nice 0")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
@@ -493,11 +528,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"launcher: {error}", file=sys.stderr)
         return 2
+    if args.router_replicas < 1:
+        print(f"launcher: --router-replicas must be >= 1, got {args.router_replicas}", file=sys.stderr)
+        return 2
     configure_logging("launcher", "info", args.log_format)
     # `make run`: without --state-dir the policy store and audit log persist in var/.
     mesh = Mesh(args.base_port, args.config_dir, log_format=args.log_format, metrics_base_port=args.metrics_base_port,
                 isolated_state=False, state_dir=args.state_dir, own_sessions=True, place=not args.no_placement,
-                admin_port=args.admin_port)
+                admin_port=args.admin_port, router_replicas=args.router_replicas)
     write_secrets(ROOT / "var" / "secrets")
     stop = False
 

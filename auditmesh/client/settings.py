@@ -23,9 +23,16 @@ from auditmesh.client.retry import RetryPolicy
 API_KEY_ENV = "AUDITMESH_API_KEY"
 #: The router's shipped `limits.max_batch_items` (config/router.yaml); a larger batch is refused whole.
 ROUTER_MAX_BATCH_ITEMS = 128
-#: Like the router's own limits: images of a few MiB must fit in one message.
+#: Like the router's own limits: images of a few MiB must fit in one message. An address that resolves
+#: to several routers (`dns:///routers.example:8100`, several A records) gets calls spread round robin
+#: over every one that is up; keepalive pings every 30 s find a dead connection (a router's host gone)
+#: within 40 s even while idle (routers allow pings every 10 s or more).
 DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (("grpc.max_send_message_length", 64 << 20),
-                                                              ("grpc.max_receive_message_length", 64 << 20))
+                                                              ("grpc.max_receive_message_length", 64 << 20),
+                                                              ("grpc.lb_policy_name", "round_robin"),
+                                                              ("grpc.keepalive_time_ms", 30_000),
+                                                              ("grpc.keepalive_timeout_ms", 10_000),
+                                                              ("grpc.keepalive_permit_without_calls", 1))
 
 
 def api_key_from(explicit: str | None, environ: Mapping[str, str] = os.environ) -> str:

@@ -41,9 +41,18 @@ def grpc_options(max_message_bytes: int) -> list[tuple[str, int]]:
             ("grpc.max_send_message_length", max_message_bytes)]
 
 
+#: Clients may send keepalive pings every 10 s or more, also between calls (the client library pings
+#: every 30 s); a client pinging faster is told GOAWAY (too_many_pings) by gRPC.
+KEEPALIVE_OPTIONS = [("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.min_ping_interval_without_data_ms", 10_000)]
+
+
 def server_options(config: ServerConfig) -> list[tuple[str, int]]:
-    """A server's gRPC options: message sizes, and the backlog limits when `max_pending_calls` is set."""
-    options = grpc_options(config.max_message_bytes)
+    """A server's gRPC options: message sizes, client keepalive allowed, the backlog limits when
+    `max_pending_calls` is set, the connection age when `max_connection_age_s` is."""
+    options = [*grpc_options(config.max_message_bytes), *KEEPALIVE_OPTIONS]
+    if config.max_connection_age_s:
+        options += [("grpc.max_connection_age_ms", round(config.max_connection_age_s * 1000)),
+                    ("grpc.max_connection_age_grace_ms", round(config.max_connection_age_grace_s * 1000))]
     if config.max_pending_calls:
         options += [("grpc.server.max_pending_requests", config.max_pending_calls // 2),
                     ("grpc.server.max_pending_requests_hard_limit", config.max_pending_calls)]

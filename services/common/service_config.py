@@ -38,6 +38,12 @@ class ServerConfig:
     max_pending_calls: int = 0
     #: TLS for this listener (services/common/tls_config.py); None = plaintext (loopback only).
     tls: ServerTlsConfig | None = None
+    #: Close each client connection this long after it opened (GOAWAY: calls in progress get
+    #: `max_connection_age_grace_s` to finish; the client reconnects, through its load balancer, so
+    #: connections spread over replicas that started later). 0 = never. A ModerateStream still open
+    #: after age + grace is ended with UNAVAILABLE and must be reopened by its client.
+    max_connection_age_s: float = 0.0
+    max_connection_age_grace_s: float = 30.0
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")
@@ -52,6 +58,8 @@ class ServerConfig:
             raise ValueError(f"max_concurrent_rpcs must be >= 0 (0 = no limit), got {self.max_concurrent_rpcs}")
         if self.grace_period_s < 0:
             raise ValueError(f"grace_period_s must be >= 0, got {self.grace_period_s}")
+        if self.max_connection_age_s < 0 or self.max_connection_age_grace_s < 0:
+            raise ValueError("max_connection_age_s and max_connection_age_grace_s must be >= 0 (age 0 = never)")
         if self.max_message_bytes < 4 * 1024 * 1024:
             raise ValueError(f"max_message_bytes must be >= 4 MiB, got {self.max_message_bytes}")
 

@@ -71,6 +71,11 @@ MODELS_PARAMETER = "models"
 #: only 4 s after the restarted service serves, and every item meanwhile is answered degraded. A
 #: refused connect to a service that is down costs next to nothing, so retry often.
 RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)]
+#: Per call across every address the upstream's name resolves to (`dns:///auditmesh-text:8101`: a
+#: Kubernetes headless Service lists each pod): gRPC connects to all of them and spreads calls round
+#: robin over those that are up. One address behaves as before. Re-resolved when a connection closes
+#: (e.g. at the service's `max_connection_age_s`), so new replicas are picked up.
+LOAD_BALANCING_OPTIONS = [("grpc.lb_policy_name", "round_robin")]
 
 
 class UpstreamError(RuntimeError):
@@ -129,7 +134,7 @@ class ModalityDispatcher:
         self._note = RateLimitedNote(log, 5.0)
         self.input_name = input_name
         self.output_names = tuple(output_names)
-        options = [*grpc_options(max_message_bytes), *RECONNECT_OPTIONS]
+        options = [*grpc_options(max_message_bytes), *RECONNECT_OPTIONS, *LOAD_BALANCING_OPTIONS]
         # One client per class (grpc.dscp is a per-channel option): index = class priority. With tracing on,
         # each has a second, uninstrumented channel for unsampled calls (upstream_client.py).
         self._clients = [UpstreamClient(upstream.url, channel_args=[*options, ("grpc.dscp", qos.dscp)], security=security)
