@@ -4,7 +4,7 @@ Environment overrides, read once at start (containers): `AUDITMESH_LISTEN`, `AUD
 `AUDITMESH_TEXT_URL`, `AUDITMESH_VISION_URL`, `AUDITMESH_OCR_URL`, `AUDITMESH_TENANTS_FILE`,
 `AUDITMESH_POLICIES_DIR`, `AUDITMESH_POLICY_STORE`, `AUDITMESH_AUDIT_LOG`, `AUDITMESH_ADMIN_KEYS_FILE`,
 `AUDITMESH_LANE` (the `--lane`), `AUDITMESH_ADMIN_LISTEN` (`off` = no admin port in this process),
-`AUDITMESH_ALLOW_DEMO_KEYS` (`1`/`true`), `AUDITMESH_REDIS_URL` (`shared_quota.redis_url`), `AUDITMESH_POSTGRES_DSN`
+`AUDITMESH_ALLOW_DEMO_KEYS` (`1`/`true`), `AUDITMESH_REDIS_URL` (`redis.url`), `AUDITMESH_POSTGRES_DSN`
 (`lifecycle.postgres_dsn`), `AUDITMESH_TLS_*` (the public port's TLS) and
 `AUDITMESH_UPSTREAM_TLS_*` / `AUDITMESH_INTERNAL_SECRET[_FILE]` (what the router presents upstream).
 
@@ -38,6 +38,7 @@ from services.router.control.admin_auth import AdminKey
 from services.router.control.canary import RollbackBounds
 from services.router.lanes import Lane, pick_lane, validate_lanes
 from services.router.scheduler import SchedulingConfig
+from services.router.redis_state import RedisConfig
 from services.router.shared_quota import SharedQuotaConfig
 from services.router.verdict_cache import VerdictCacheConfig
 
@@ -55,7 +56,7 @@ ENV_ADMIN_KEYS_FILE = "AUDITMESH_ADMIN_KEYS_FILE"
 ENV_LANE = "AUDITMESH_LANE"
 ENV_ADMIN_LISTEN = "AUDITMESH_ADMIN_LISTEN"
 ENV_ALLOW_DEMO_KEYS = "AUDITMESH_ALLOW_DEMO_KEYS"
-#: The shared quota's Redis (`shared_quota.redis_url`); may carry a password, so it is best set from a secret.
+#: The Redis shared by router replicas (`redis.url`); may carry a password, so it is best set from a secret.
 ENV_REDIS_URL = "AUDITMESH_REDIS_URL"
 #: The policy store's and audit log's PostgreSQL (`lifecycle.postgres_dsn`); best set from a secret.
 ENV_POSTGRES_DSN = "AUDITMESH_POSTGRES_DSN"
@@ -195,8 +196,9 @@ class RouterConfig:
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     #: Reuse of verdicts for repeated content (services/router/verdict_cache.py); off by default.
     verdict_cache: VerdictCacheConfig = field(default_factory=VerdictCacheConfig)
-    #: Tenants' rate quotas counted across all router replicas in Redis (services/router/shared_quota.py);
-    #: off (per-process token buckets) while `redis_url` is "".
+    #: The Redis shared by router replicas (quotas, canary counts); off while `url` is "".
+    redis: RedisConfig = field(default_factory=RedisConfig)
+    #: Tenants' rate quotas counted across all router replicas in that Redis (services/router/shared_quota.py).
     shared_quota: SharedQuotaConfig = field(default_factory=SharedQuotaConfig)
     #: Ingress lanes (services/router/lanes.py); () = one process serving every class.
     lanes: tuple[Lane, ...] = ()
@@ -265,12 +267,11 @@ def _load(path: Path, lane: str | None) -> RouterConfig:
                             postgres_dsn=env.get(ENV_POSTGRES_DSN, "").strip() or lifecycle.postgres_dsn)
         internal = replace(config.internal, tls=client_tls_from_env(config.internal.tls, env),
                            secret_file=config.internal.secret_file)
-        shared_quota = (replace(config.shared_quota, redis_url=env[ENV_REDIS_URL].strip())
-                        if env.get(ENV_REDIS_URL, "").strip() else config.shared_quota)
+        redis = replace(config.redis, url=env[ENV_REDIS_URL].strip()) if env.get(ENV_REDIS_URL, "").strip() else config.redis
         return replace(config, upstreams=upstreams, tenants_file=env.get(ENV_TENANTS_FILE) or config.tenants_file,
                        policies_dir=env.get(ENV_POLICIES_DIR) or config.policies_dir, lifecycle=lifecycle,
                        admin_listen=("" if admin_listen.lower() == "off" else admin_listen) if admin_listen else config.admin_listen,
-                       internal=internal, shared_quota=shared_quota,
+                       internal=internal, redis=redis,
                        allow_demo_keys=config.allow_demo_keys or env.get(ENV_ALLOW_DEMO_KEYS, "").lower() in ("1", "true", "yes"))
     except ValueError as error:  # an override that does not validate (e.g. admin port = public port)
         raise ConfigError(str(path), "environment", str(error)) from None

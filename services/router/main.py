@@ -95,10 +95,9 @@ class Router:
         self.registry.register(lifecycle.collector())
         auth_metrics = AuthMetrics(self.registry)
         # Tenants' rate quotas across replicas, counted in Redis (None: this process's token buckets only).
-        self.shared_quota = (SharedQuota(config.shared_quota, RedisQuotaBackend.from_url(
-            config.shared_quota.redis_url, key_prefix=config.shared_quota.key_prefix,
-            timeout_s=config.shared_quota.timeout_ms / 1000.0), metrics=self.metrics)
-            if config.shared_quota.enabled else None)
+        self.shared_quota = (SharedQuota(config.shared_quota, RedisQuotaBackend.for_config(
+            config.redis, timeout_s=config.shared_quota.timeout_ms / 1000.0), metrics=self.metrics)
+            if config.redis.enabled else None)
         self.servicer = ModerationServicer(config, lifecycle, self.pipeline, self.metrics,
                                            guard=AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="public"),
                                            shared_quota=self.shared_quota)

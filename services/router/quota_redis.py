@@ -6,13 +6,13 @@ gives a new window's key an expiry of one window plus a random jitter (so that t
 do not all expire in the same instant). It answers the grant, the time left in the window, the counter
 after the grant and the window's number.
 
-Keys: `<key_prefix>:{<tenant>}:<window>`. The tenant id is in braces (a Redis Cluster hash tag), so all
+Keys: `<redis.key_prefix>:quota:{<tenant>}:<window>`. The tenant id is in braces (a Redis Cluster hash tag), so all
 of one tenant's counters live on one node; one Redis (or a managed one with a replica) is the expected
 deployment.
 
 Example::
 
-    backend = RedisQuotaBackend.from_url("redis://127.0.0.1:6379/0", key_prefix="auditmesh:quota")
+    backend = RedisQuotaBackend.for_config(RedisConfig(url="redis://127.0.0.1:6379/0"), timeout_s=0.05)
     grant = await backend.lease("acme", limit=200, amount=4, window_ms=1000)
     await backend.close()
 """
@@ -22,8 +22,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import redis.asyncio as aioredis
-
+from services.router.redis_state import RedisConfig, connect
 from services.router.shared_quota import Grant
 
 #: KEYS[1]: the tenant's key prefix; ARGV: window_ms, limit, amount, jitter_ms.
@@ -56,11 +55,9 @@ class RedisQuotaBackend:
         self._script = client.register_script(LEASE_SCRIPT)
 
     @classmethod
-    def from_url(cls, url: str, *, key_prefix: str, timeout_s: float = 0.05) -> RedisQuotaBackend:
-        """A backend for `url` (redis://, rediss://, unix://); connection and socket timeouts `timeout_s`."""
-        client = aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                                   health_check_interval=30)
-        return cls(client, key_prefix)
+    def for_config(cls, config: RedisConfig, *, timeout_s: float = 0.05) -> RedisQuotaBackend:
+        """A backend on `config`'s Redis (keys under `<key_prefix>:quota`), its calls timing out after `timeout_s`."""
+        return cls(connect(config, timeout_s=timeout_s), config.key("quota"))
 
     def key_for(self, tenant: str) -> str:
         """The prefix of the tenant's window keys (the window's number is appended)."""

@@ -33,7 +33,7 @@ request at a time per tenant.
 
 Example::
 
-    quota = SharedQuota(SharedQuotaConfig(redis_url="redis://127.0.0.1:6379/0"), RedisQuotaBackend(...))
+    quota = SharedQuota(SharedQuotaConfig(), RedisQuotaBackend.from_url("redis://redis:6379/0", key_prefix="auditmesh:quota"))
     taken = await quota.take("acme", tenant.quota, items=3)   # OverQuotaError / UnavailableError
     ...
     quota.give_back("acme", 3, taken)   # the items were not admitted after all (the local bucket refused)
@@ -67,11 +67,10 @@ class SharedTake:
 
 @dataclass(frozen=True)
 class SharedQuotaConfig:
-    """`shared_quota:` in config/router.yaml. `redis_url` "" = off: each router process keeps its own
-    token buckets (services/router/admission.py), which is right for one replica."""
+    """`shared_quota:` in config/router.yaml, used while `redis.url` is set (services/router/redis_state.py);
+    without it each router process keeps its own token buckets (services/router/admission.py), which is
+    right for one replica."""
 
-    #: redis://[:password@]host:port/db, rediss:// for TLS, or unix:///path. Env AUDITMESH_REDIS_URL.
-    redis_url: str = ""
     #: Length of one counting window (the limit per window is items_per_s × window_s).
     window_s: float = 1.0
     #: A lease asks for this fraction of the window's limit (at least 1 item, at least what is needed).
@@ -84,8 +83,6 @@ class SharedQuotaConfig:
     backend_retry_s: float = 1.0
     #: What a tenant without its own `quota.on_backend_error` gets while the backend fails.
     on_backend_error: BackendErrorMode = "allow"
-    #: Prefix of the counters' keys (several meshes may share one Redis with different prefixes).
-    key_prefix: str = "auditmesh:quota"
 
     def __post_init__(self) -> None:
         if not self.window_s > 0:
@@ -100,14 +97,6 @@ class SharedQuotaConfig:
             raise ValueError(f"backend_retry_s must be >= 0, got {self.backend_retry_s}")
         if self.on_backend_error not in ("allow", "deny"):
             raise ValueError(f"on_backend_error must be allow or deny, got {self.on_backend_error!r}")
-        if not self.key_prefix or any(c.isspace() for c in self.key_prefix):
-            raise ValueError(f"key_prefix must be non-empty without spaces, got {self.key_prefix!r}")
-        if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("redis_url must start with redis://, rediss:// or unix:// (or be empty: off)")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.redis_url)
 
     def window_limit(self, quota: Quota) -> int:
         """Items one tenant may be admitted per window, fleet-wide (at least 1)."""

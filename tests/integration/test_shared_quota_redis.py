@@ -30,6 +30,7 @@ from services.common.errors import UnavailableError
 from services.launcher import ROOT, free_base_port
 from services.router.admission import OverQuotaError, Quota
 from services.router.quota_redis import RedisQuotaBackend
+from services.router.redis_state import RedisConfig
 from services.router.shared_quota import SharedQuota, SharedQuotaConfig
 from services.router.tenants import hash_key
 from tests.servers import RedisServer, redis_server
@@ -42,11 +43,11 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 
 
 def replica(url: str, config: SharedQuotaConfig) -> SharedQuota:
-    return SharedQuota(config, RedisQuotaBackend.from_url(url, key_prefix=config.key_prefix, timeout_s=0.5))
+    return SharedQuota(config, RedisQuotaBackend.for_config(RedisConfig(url=url), timeout_s=0.5))
 
 
 async def test_four_replicas_never_admit_more_than_the_limit_in_a_window(redis_url: str) -> None:
-    config = SharedQuotaConfig(redis_url=redis_url, window_s=0.5, lease_fraction=0.02, timeout_ms=500)
+    config = SharedQuotaConfig(window_s=0.5, lease_fraction=0.02, timeout_ms=500)
     quota = Quota(items_per_s=400)  # 200 per half-second window; leases of 4
     limit, lease = config.window_limit(quota), config.lease_items(quota)
     replicas = [replica(redis_url, config) for _ in range(4)]
@@ -92,7 +93,7 @@ async def test_four_replicas_never_admit_more_than_the_limit_in_a_window(redis_u
 async def test_redis_down_follows_on_backend_error_and_recovers(tmp_path: Path) -> None:
     server = RedisServer(tmp_path)
     server.start()
-    config = SharedQuotaConfig(redis_url=server.url, timeout_ms=200, backend_retry_s=0.3)
+    config = SharedQuotaConfig(timeout_ms=200, backend_retry_s=0.3)
     allow, deny = Quota(items_per_s=100), Quota(items_per_s=100, on_backend_error="deny")
     shared = replica(server.url, config)
     try:

@@ -1,0 +1,49 @@
+"""`redis:` in config/router.yaml: the one Redis every router replica shares, for tenants' quotas
+(services/router/shared_quota.py, quota_redis.py) and canary counts (services/router/canary_fleet.py).
+Off while `url` is "": each router process then keeps both to itself, right for one replica.
+
+Example::
+
+    config = RedisConfig(url="redis://redis:6379/0")
+    client = connect(config, timeout_s=0.05)      # redis.asyncio.Redis, its own connection pool
+    config.key("quota")                           # "auditmesh:quota"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+
+@dataclass(frozen=True)
+class RedisConfig:
+    """Where the shared Redis is; `key_prefix` lets several meshes share one Redis."""
+
+    #: redis://[:password@]host:port/db, rediss:// for TLS, or unix:///path; "" = off. Env AUDITMESH_REDIS_URL.
+    url: str = ""
+    key_prefix: str = "auditmesh"
+
+    def __post_init__(self) -> None:
+        if self.url and not self.url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("url must start with redis://, rediss:// or unix:// (or be empty: off)")
+        if not self.key_prefix or any(c.isspace() or c in "{}" for c in self.key_prefix):
+            raise ValueError(f"key_prefix must be non-empty, without spaces or braces, got {self.key_prefix!r}")
+
+    def __repr__(self) -> str:  # the URL may carry a password
+        return f"RedisConfig(url={'<set>' if self.url else ''!r}, key_prefix={self.key_prefix!r})"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+    def key(self, *parts: str) -> str:
+        """`<key_prefix>:<part>:...`."""
+        return ":".join((self.key_prefix, *parts))
+
+
+def connect(config: RedisConfig, *, timeout_s: float) -> Any:
+    """An asyncio client (its own pool) for `config.url`, with connect and socket timeouts `timeout_s`."""
+    return aioredis.from_url(config.url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                             health_check_interval=30)
