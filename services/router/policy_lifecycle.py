@@ -31,6 +31,7 @@ from services.router.control.admin import ADMIN_SERVICE_NAME, PolicyAdminService
 from services.router.control.admin_auth import AdminAuth, load_admin_keys
 from services.router.control.audit import AuditInput, audit_record
 from services.router.control.audit_store import AuditLog, AuditStore
+from services.router.control.canary import CANARY_CLOCK
 from services.router.control.label_store import LabelStore
 from services.router.control.review_queue import ReviewQueue, task_reason
 from services.router.config import RouterConfig
@@ -38,12 +39,16 @@ from services.router.control.watch import ConfigWatcher
 from services.router.pipeline import Outcome
 from services.router.control.control import PolicyControl
 from services.router.control.runtime import PolicyRuntime, Selection
-from services.router.control.store import PolicyStore, SQLitePolicyStore
+from services.router.control.store import CanarySpec, PolicyStore, SQLitePolicyStore
 from services.router.control.audit_postgres import PostgresAuditLog
 from services.router.control.store_postgres import PolicyChangeFeed, PostgresPolicyStore, follow_changes
+from services.router.canary_fleet import CanaryFleet
+from services.router.redis_state import connect
 from services.router.tenants import Tenant
 
 log = logging.getLogger(__name__)
+#: How often canary counts are synced with the other replicas (with `redis.url`).
+FLEET_SYNC_INTERVAL_S = 1.0
 #: Failures that are the caller's doing; they do not count against a canary candidate.
 CLIENT_ERRORS = (InvalidRequestError, PermissionDeniedError, UnauthenticatedError, LimitExceededError)
 
@@ -55,7 +60,7 @@ class PolicyLifecycle:
 
     def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
                  labels: LabelStore | None = None, reviews: ReviewQueue | None = None,
-                 changes: PolicyChangeFeed | None = None) -> None:
+                 changes: PolicyChangeFeed | None = None, fleet: CanaryFleet | None = None) -> None:
         self.config = config
         self.control = control
         self.audit = audit
@@ -73,6 +78,8 @@ class PolicyLifecycle:
         self._changes = changes
         self._follower: threading.Thread | None = None
         self._stop_following = threading.Event()
+        #: Canary counts shared with the other replicas (Redis); None = each replica judges its own traffic.
+        self.fleet = fleet
 
     @classmethod
     def open(cls, config: RouterConfig) -> PolicyLifecycle:
@@ -94,7 +101,9 @@ class PolicyLifecycle:
                                            compression=settings.audit_compression))
         return cls(config, control, audit, auth, labels=LabelStore(Path(settings.labels_file)),
                    reviews=ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s),
-                   changes=PolicyChangeFeed(dsn) if dsn else None)
+                   changes=PolicyChangeFeed(dsn) if dsn else None,
+                   fleet=CanaryFleet(connect(config.redis, timeout_s=1.0), config.redis.key("canary"))
+                   if config.redis.enabled else None)
 
     @property
     def runtime(self) -> PolicyRuntime:
@@ -139,9 +148,12 @@ class PolicyLifecycle:
                   shadow: tuple[str, Mapping[str, str]] | None) -> None:
         reason = self.runtime.observe(selection, item_id, decision=decision, actions=actions, shadow=shadow)
         if reason is not None and selection.canary is not None:
-            spec = selection.canary.spec
-            self._spawn(asyncio.to_thread(self.control.stop_canary, spec.policy, spec.scope, author="auto-rollback",
-                                          reason=f"auto-rollback: {reason}", started_at=spec.started_at))
+            self._roll_back(selection.canary.spec, reason)
+
+    def _roll_back(self, spec: CanarySpec, reason: str) -> None:
+        """Stop the canary in the store (a worker thread), as the automatic rollback's author."""
+        self._spawn(asyncio.to_thread(self.control.stop_canary, spec.policy, spec.scope, author="auto-rollback",
+                                      reason=f"auto-rollback: {reason}", started_at=spec.started_at))
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -153,6 +165,8 @@ class PolicyLifecycle:
                                               args=(self._changes, self.control.reload, self._stop_following))
             self._follower.start()
         self._spawn(self._flush_audit())
+        if self.fleet is not None:
+            self._spawn(self._sync_canaries(self.fleet))
         if self.reviews is not None:
             self._spawn(self._flush_reviews(self.reviews))
 
@@ -179,6 +193,28 @@ class PolicyLifecycle:
                 except Exception:  # a disk error must not end the writer: records stay bounded and counted
                     log.exception("audit log: write failed")
 
+    async def _sync_canaries(self, fleet: CanaryFleet) -> None:
+        """Every FLEET_SYNC_INTERVAL_S: share each running canary's counts with the fleet and judge the
+        fleet's (services/router/canary_fleet.py); roll back a canary whose bounds the fleet exceeds."""
+        failing = False
+        while True:
+            await asyncio.sleep(FLEET_SYNC_INTERVAL_S)
+            for canary in list(self.runtime.snapshot.canaries.values()):
+                try:
+                    await fleet.sync(canary.spec, canary.monitor)
+                except Exception as error:  # Redis down: each replica judges its own counts until it is back
+                    if not failing:
+                        log.warning("canary counts: cannot sync with the other replicas (%s); judging this "
+                                    "replica's own traffic until they can", error)
+                    failing = True
+                    continue
+                if failing:
+                    log.info("canary counts: synced with the other replicas again")
+                    failing = False
+                reason = self.runtime.judge(canary)
+                if reason is not None:
+                    self._roll_back(canary.spec, reason)
+
     async def _flush_reviews(self, reviews: ReviewQueue) -> None:
         while True:
             await asyncio.sleep(self._review_flush_s)
@@ -196,6 +232,8 @@ class PolicyLifecycle:
         if self._follower is not None:
             self._stop_following.set()
             await asyncio.to_thread(self._follower.join, 5.0)
+        if self.fleet is not None:
+            await self.fleet.close()
         await asyncio.to_thread(self.audit.close)
         if self.labels is not None:
             self.labels.close()
@@ -229,7 +267,7 @@ class LifecycleCollector(Collector):
                                     labels=["policy", "scope", "arm", "outcome"])
         disagreements = CounterMetricFamily("auditmesh_canary_shadow_disagreements",
                                             "Shadow items where the candidate took another action", labels=["policy", "scope", "category"])
-        now = time.monotonic()
+        now = CANARY_CLOCK()
         for (name, scope), canary in snapshot.canaries.items():
             report = canary.monitor.report(now)
             for arm, counts in (("baseline", report.baseline), ("candidate", report.candidate)):

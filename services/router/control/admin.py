@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, AsyncIterator, Callable, TypeVar
 
 import grpc
@@ -27,7 +26,7 @@ from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_f
                                                 require_store)
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import AuditLog
-from services.router.control.canary import CanaryReport, RollbackBounds
+from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
 from services.router.control.label_store import DEFAULT_PAGE, Label, LabelStore, Submitted
 from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewQueue, ReviewTask
 from services.router.control.control import PolicyControl
@@ -287,7 +286,7 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     def _status(self, spec: CanarySpec) -> apb.CanaryStatus:
         """Runs on the event loop (the monitor is updated there)."""
         monitor = self.control.runtime.monitor(spec)
-        report = monitor.report(time.monotonic()) if monitor is not None else None
+        report = monitor.report(CANARY_CLOCK(), fleet=True) if monitor is not None else None
         bounds = spec.bounds
         status = apb.CanaryStatus(
             policy=spec.policy, tenant=spec.scope, baseline_version=spec.baseline, candidate_version=spec.candidate,

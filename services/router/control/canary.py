@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import time
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
@@ -33,6 +34,8 @@ ARMS: tuple[Arm, ...] = ("baseline", "candidate")
 WINDOW_BUCKETS = 12
 #: Example item ids kept per category (the most recent ones).
 MAX_EXAMPLES = 10
+#: The canary clock: wall time, so that every replica's buckets have the same numbers (fleet counts).
+CANARY_CLOCK = time.time
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,28 @@ class Disagreements:
     examples: dict[str, collections.deque[str]] = field(default_factory=dict)
 
 
+@dataclass
+class FleetDelta:
+    """What one replica counted since its last sync with the fleet: per time bucket and arm, and shadow
+    items and decision disagreements."""
+
+    buckets: dict[int, dict[Arm, ArmCounts]] = field(default_factory=dict)
+    shadow_items: int = 0
+    shadow_decisions: int = 0
+
+    def add(self, other: FleetDelta) -> None:
+        for bucket, arms in other.buckets.items():
+            mine = self.buckets.setdefault(bucket, {a: ArmCounts() for a in ARMS})
+            for arm in ARMS:
+                mine[arm].add(arms[arm])
+        self.shadow_items += other.shadow_items
+        self.shadow_decisions += other.shadow_decisions
+
+    @property
+    def empty(self) -> bool:
+        return not self.buckets and not self.shadow_items
+
+
 @dataclass(frozen=True)
 class CanaryReport:
     baseline: ArmCounts
@@ -114,12 +139,44 @@ class CanaryMonitor:
         self.shadow = Disagreements()
         #: Set once the bounds were exceeded: the canary is over, whatever the store says yet.
         self.rolled_back = ""
+        # Fleet counts (services/router/canary_fleet.py): what this replica counted since its last sync,
+        # and the fleet's totals read at that sync (its own synced counts included), valid until `_fleet_until`.
+        self._unsynced = FleetDelta()
+        self._fleet: FleetDelta | None = None
+        self._fleet_until = 0.0
+
+    @property
+    def bucket_s(self) -> float:
+        """The length of one time bucket (`window_s / WINDOW_BUCKETS`)."""
+        return self._bucket_s
+
+    def bucket(self, now: float) -> int:
+        """The number of the bucket `now` falls in."""
+        return int(now // self._bucket_s)
 
     def record(self, arm: Arm, *, blocked: bool, error: bool, now: float) -> None:
         """One item answered (or failed) in `arm`."""
-        bucket = self._buckets.setdefault(int(now // self._bucket_s), {a: ArmCounts() for a in ARMS})
-        bucket[arm].add(ArmCounts(1, int(blocked), int(error)))
+        counts = ArmCounts(1, int(blocked), int(error))
+        for buckets in (self._buckets, self._unsynced.buckets):
+            buckets.setdefault(self.bucket(now), {a: ArmCounts() for a in ARMS})[arm].add(counts)
         self._expire(now)
+
+    def take_unsynced(self) -> FleetDelta:
+        """What was counted since the last call (to add to the fleet's counts); counting starts afresh."""
+        delta, self._unsynced = self._unsynced, FleetDelta()
+        return delta
+
+    def restore_unsynced(self, delta: FleetDelta) -> None:
+        """A sync failed: keep `delta` for the next one."""
+        delta.add(self._unsynced)
+        self._unsynced = delta
+
+    def set_fleet(self, fleet: FleetDelta, *, now: float, valid_for_s: float) -> None:
+        """The fleet's counts (every replica's synced counts, this one's included) as read at `now`; the
+        rollback judgment uses them, plus what this replica counted since, until `now + valid_for_s`
+        (afterwards, without a newer sync, it falls back to this replica's own counts)."""
+        self._fleet = fleet
+        self._fleet_until = now + valid_for_s
 
     def record_shadow(self, item_id: str, baseline: Mapping[str, str], candidate: Mapping[str, str],
                       decisions: tuple[str, str]) -> None:
@@ -127,26 +184,47 @@ class CanaryMonitor:
         shadow = self.shadow
         shadow.items += 1
         shadow.decisions += decisions[0] != decisions[1]
+        self._unsynced.shadow_items += 1
+        self._unsynced.shadow_decisions += decisions[0] != decisions[1]
         for category in sorted(set(baseline) | set(candidate)):
             if baseline.get(category, "allow") != candidate.get(category, "allow"):
                 shadow.per_category[category] = shadow.per_category.get(category, 0) + 1
                 shadow.examples.setdefault(category, collections.deque(maxlen=MAX_EXAMPLES)).append(item_id)
 
-    def counts(self, arm: Arm, now: float) -> ArmCounts:
-        """Items, blocks and errors of `arm` in the window ending at `now`."""
+    def counts(self, arm: Arm, now: float, *, fleet: bool = False) -> ArmCounts:
+        """Items, blocks and errors of `arm` in the window ending at `now`: this replica's, or with `fleet`
+        every replica's (the last sync's fleet counts plus this replica's since; its own while those are
+        missing or stale)."""
         self._expire(now)
+        shared = self._fleet if fleet and self.fleet_fresh(now) else None
+        sources = [shared.buckets, self._unsynced.buckets] if shared is not None else [self._buckets]
+        oldest = self.bucket(now) - WINDOW_BUCKETS + 1
         total = ArmCounts()
-        for bucket in self._buckets.values():
-            total.add(bucket[arm])
+        for buckets in sources:
+            for number, bucket in buckets.items():
+                if number >= oldest:
+                    total.add(bucket[arm])
         return total
 
+    def fleet_fresh(self, now: float) -> bool:
+        """True while the last fleet counts are valid."""
+        return self._fleet is not None and now < self._fleet_until
+
+    def _shadow_totals(self, now: float) -> tuple[int, int]:
+        if self._fleet is not None and self.fleet_fresh(now):
+            return (self._fleet.shadow_items + self._unsynced.shadow_items,
+                    self._fleet.shadow_decisions + self._unsynced.shadow_decisions)
+        return self.shadow.items, self.shadow.decisions
+
     def breach(self, now: float) -> str | None:
-        """Why the candidate should be rolled back now, or None while it stays within the bounds."""
-        base, cand = self.counts("baseline", now), self.counts("candidate", now)
+        """Why the candidate should be rolled back now, or None while it stays within the bounds. Judged
+        on the whole fleet's counts when they are fresh (services/router/canary_fleet.py), else on this
+        replica's."""
+        base, cand = self.counts("baseline", now, fleet=True), self.counts("candidate", now, fleet=True)
         bounds = self.bounds
-        shadow = self.shadow
-        if shadow.items >= bounds.min_samples and shadow.decisions / shadow.items > bounds.max_decision_disagreement_rate:
-            return (f"shadow candidate decided differently on {shadow.decisions / shadow.items:.2f} of {shadow.items} "
+        items, decisions = self._shadow_totals(now)
+        if items >= bounds.min_samples and decisions / items > bounds.max_decision_disagreement_rate:
+            return (f"shadow candidate decided differently on {decisions / items:.2f} of {items} "
                     f"items (bound {bounds.max_decision_disagreement_rate:.2f})")
         if base.items < bounds.min_samples or cand.items < bounds.min_samples:
             return None
@@ -158,10 +236,14 @@ class CanaryMonitor:
                     f"(bound +{bounds.max_error_rate_delta:.2f}, {cand.items}/{base.items} items)")
         return None
 
-    def report(self, now: float) -> CanaryReport:
-        return CanaryReport(self.counts("baseline", now), self.counts("candidate", now), self.shadow)
+    def report(self, now: float, *, fleet: bool = False) -> CanaryReport:
+        """The window's counts (this replica's, or with `fleet` the fleet's: see `counts`) and this replica's
+        shadow disagreements."""
+        return CanaryReport(self.counts("baseline", now, fleet=fleet), self.counts("candidate", now, fleet=fleet),
+                            self.shadow)
 
     def _expire(self, now: float) -> None:
-        oldest = int(now // self._bucket_s) - WINDOW_BUCKETS + 1
-        for key in [key for key in self._buckets if key < oldest]:
-            del self._buckets[key]
+        oldest = self.bucket(now) - WINDOW_BUCKETS + 1
+        for buckets in (self._buckets, self._unsynced.buckets):
+            for key in [key for key in buckets if key < oldest]:
+                del buckets[key]

@@ -31,7 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from services.router.control.canary import Arm, CanaryMonitor, in_canary
+from services.router.control.canary import CANARY_CLOCK, Arm, CanaryMonitor, in_canary
 from services.router.policy import CompiledPolicy
 from services.router.control.versions import compile_stored_policy
 from services.router.control.store import CanarySpec, StoredVersion
@@ -122,7 +122,7 @@ class PolicyRuntime:
     thread, `compile` and `build_snapshot` may run in a worker thread.
     """
 
-    def __init__(self, snapshot: Snapshot, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, snapshot: Snapshot, *, clock: Callable[[], float] = CANARY_CLOCK) -> None:
         self.snapshot = snapshot
         self._clock = clock
         self._compiled: OrderedDict[tuple[str, str, str], CompiledPolicy] = OrderedDict()
@@ -189,7 +189,13 @@ class PolicyRuntime:
                 monitor.record_shadow(item_id, actions, shadow[1], (decision, shadow[0]))
         else:
             monitor.record(selection.arm, blocked=decision == "block", error=decision is None, now=now)
-        reason = monitor.breach(now)
+        return self.judge(canary, now)
+
+    def judge(self, canary: Canary, now: float | None = None) -> str | None:
+        """Take the canary out of the live snapshot when its bounds are exceeded (judged on the fleet's
+        counts when fresh: services/router/canary_fleet.py). Returns the reason once, when that happens."""
+        monitor = canary.monitor
+        reason = monitor.breach(self._clock() if now is None else now)
         if reason is not None and not monitor.rolled_back:
             monitor.rolled_back = reason
             self.swap(self.snapshot.without_canary(canary.key))
