@@ -1,8 +1,9 @@
 """Configuration of one modality service (text, vision, OCR), read from `config/<service>.yaml`.
 
 Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN`, `AUDITMESH_METRICS_LISTEN`,
-`AUDITMESH_TLS_*` (see `services.common.service_config`), `AUDITMESH_MODEL_REPOSITORY` (path) and the
-internal secrets `AUDITMESH_INTERNAL_SECRET[_FILE]`, `AUDITMESH_INTERNAL_ADMIN_SECRET[_FILE]`
+`AUDITMESH_TLS_*` (see `services.common.service_config`), `AUDITMESH_MODEL_REPOSITORY` (path),
+`AUDITMESH_ORT_PROVIDERS` (`onnxruntime.providers`, comma-separated: the CUDA image sets
+`CUDAExecutionProvider,CPUExecutionProvider`) and the internal secrets `AUDITMESH_INTERNAL_SECRET[_FILE]`, `AUDITMESH_INTERNAL_ADMIN_SECRET[_FILE]`
 (`services.common.internal_auth`).
 """
 
@@ -12,8 +13,10 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import onnxruntime as ort
+
 from services.common.auth_throttle import ThrottleConfig
-from services.common.config import load_yaml_file
+from services.common.config import ConfigError, load_yaml_file
 from services.common.image_decode import ImageLimits
 from services.common.placement import Placement
 from services.common.internal_auth import InternalAuthConfig, InternalCredentials
@@ -23,18 +26,31 @@ from services.common.serving.batcher import BatchingConfig
 from services.common.serving.onnx_session import SessionOptions
 
 
+#: Execution providers for this service's ONNX sessions, comma-separated (overrides `onnxruntime.providers`).
+ENV_ORT_PROVIDERS = "AUDITMESH_ORT_PROVIDERS"
+
+
 @dataclass(frozen=True)
 class OrtConfig:
-    """ONNX Runtime thread pools. Default 1 intra-op thread: four services share a 2-core machine."""
+    """ONNX Runtime thread pools and execution providers. Default 1 intra-op thread: four services share
+    a 2-core machine. `providers`, in order of preference: a provider this onnxruntime build lacks (CUDA
+    in the CPU wheel) is skipped with a warning at session creation, CPU is the last resort."""
 
     intra_op_threads: int = 1
     inter_op_threads: int = 1
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
 
     def session_options(self) -> SessionOptions:
-        return SessionOptions(intra_op_threads=self.intra_op_threads, inter_op_threads=self.inter_op_threads)
+        return SessionOptions(intra_op_threads=self.intra_op_threads, inter_op_threads=self.inter_op_threads,
+                              providers=self.providers)
 
     def __post_init__(self) -> None:
         self.session_options()  # validates
+        known = set(ort.get_all_providers())
+        unknown = [p for p in self.providers if p not in known]
+        if not self.providers or unknown:
+            raise ValueError(f"providers must name ONNX Runtime execution providers (e.g. CUDAExecutionProvider, "
+                             f"CPUExecutionProvider); unknown: {unknown or 'none given'}")
 
 
 #: Room a ModelInfer message needs besides its tensor contents (names, shapes, parameters).
@@ -113,6 +129,12 @@ def load_service_config(path: Path) -> ModalityServiceConfig:
     config = replace(config, server=server_from_env(config.server, os.environ))
     if os.environ.get(ENV_MODEL_REPOSITORY):
         config = replace(config, model_repository=os.environ[ENV_MODEL_REPOSITORY])
+    if os.environ.get(ENV_ORT_PROVIDERS, "").strip():
+        providers = tuple(p.strip() for p in os.environ[ENV_ORT_PROVIDERS].split(",") if p.strip())
+        try:
+            config = replace(config, onnxruntime=replace(config.onnxruntime, providers=providers))
+        except ValueError as error:
+            raise ConfigError(str(path), f"environment {ENV_ORT_PROVIDERS}", str(error)) from None
     return config
 
 

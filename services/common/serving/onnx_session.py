@@ -10,9 +10,12 @@ graph is not written to disk (nothing is cached outside the repo or the venv).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import onnxruntime as ort
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,4 +50,8 @@ def create_session(path: str, options: SessionOptions = SessionOptions()) -> ort
     so.log_severity_level = 3
     available = set(ort.get_available_providers())
     providers = [p for p in options.providers if p in available] or ["CPUExecutionProvider"]
+    missing = [p for p in options.providers if p not in available]
+    if missing:
+        log.warning("%s: execution providers %s are not in this onnxruntime build (it has %s); using %s",
+                    path, missing, sorted(available), providers)
     return ort.InferenceSession(path, sess_options=so, providers=providers)

@@ -39,7 +39,7 @@ import psycopg
 from services.common.errors import InvalidRequestError
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import (FLUSH_CHUNK, MAX_QUERY_LIMIT, PRUNE_EVERY_S, ZLIB_LEVEL, Compression,
-                                                 encode_record)
+                                                 check_audit_settings, encode_record)
 from services.router.control.postgres import PgConnection
 
 log = logging.getLogger(__name__)
@@ -54,10 +54,7 @@ class PostgresAuditLog:
 
     def __init__(self, dsn: str, *, retention_s: float = 30 * 86400.0, max_pending: int = 100_000,
                  clock: Callable[[], float] = time.time, compression: Compression = "none") -> None:
-        if retention_s <= 0:
-            raise ValueError(f"retention_s must be > 0, got {retention_s}")
-        if compression not in ("none", "zlib"):
-            raise ValueError(f"compression must be 'none' or 'zlib', got {compression!r}")
+        check_audit_settings(retention_s, compression)
         self.retention_s = retention_s
         self.compression = compression
         self.dropped = 0

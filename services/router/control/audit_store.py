@@ -80,15 +80,20 @@ def encode_record(record: AuditRecord) -> str:
     return json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
+def check_audit_settings(retention_s: float, compression: str) -> None:
+    """ValueError for a retention or compression no audit log accepts."""
+    if retention_s <= 0:
+        raise ValueError(f"retention_s must be > 0, got {retention_s}")
+    if compression not in ("none", "zlib"):
+        raise ValueError(f"compression must be 'none' or 'zlib', got {compression!r}")
+
+
 class AuditStore:
     """See the module docstring. `append` from the event loop; `flush` and `query` from any thread."""
 
     def __init__(self, path: Path, *, retention_s: float = 30 * 86400.0, max_pending: int = 100_000,
                  clock: Callable[[], float] = time.time, compression: Compression = "none") -> None:
-        if retention_s <= 0:
-            raise ValueError(f"retention_s must be > 0, got {retention_s}")
-        if compression not in ("none", "zlib"):
-            raise ValueError(f"compression must be 'none' or 'zlib', got {compression!r}")
+        check_audit_settings(retention_s, compression)
         self.retention_s = retention_s
         self.compression = compression
         self.dropped = 0

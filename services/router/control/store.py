@@ -189,12 +189,7 @@ class SQLitePolicyStore:
         with self._transaction() as db:
             existing = self._get(db, version.kind, version.name, version.version)
             if existing is not None:
-                if existing.content_hash != version.content_hash:
-                    raise AlreadyExistsError(
-                        f"{version.kind}/{version.name}: version: {version.version!r} already exists with different "
-                        f"content (stored by {existing.author} at {iso_time(existing.created_at)}); versions are "
-                        f"immutable, choose a new version id")
-                return existing
+                return same_or_refused(existing, version)
             db.execute("INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _row(version))
             return version
 
@@ -301,6 +296,17 @@ def _bump(db: sqlite3.Connection) -> None:
 def _row(version: StoredVersion) -> Sequence[Any]:
     return (version.kind, version.name, version.version, version.content, version.content_hash, version.author,
             version.comment, version.created_at)
+
+
+def same_or_refused(existing: StoredVersion, version: StoredVersion) -> StoredVersion:
+    """`existing` when `version` is the same content stored again; AlreadyExistsError otherwise (versions are
+    immutable). Every store's `put_version` answers an existing id this way."""
+    if existing.content_hash != version.content_hash:
+        raise AlreadyExistsError(
+            f"{version.kind}/{version.name}: version: {version.version!r} already exists with different "
+            f"content (stored by {existing.author} at {iso_time(existing.created_at)}); versions are "
+            f"immutable, choose a new version id")
+    return existing
 
 
 def canary_from_dict(data: dict[str, Any]) -> CanarySpec:

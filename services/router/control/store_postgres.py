@@ -36,9 +36,10 @@ from typing import Any, Callable
 
 import psycopg
 
-from services.common.errors import AlreadyExistsError, ConflictError
+from services.common.errors import ConflictError
 from services.router.control.postgres import CONNECT_TIMEOUT_S, PgConnection
-from services.router.control.store import CanarySpec, Pointer, PointerChange, StoredVersion, canary_from_dict, iso_time
+from services.router.control.store import (CanarySpec, Pointer, PointerChange, StoredVersion, canary_from_dict,
+                                            same_or_refused)
 
 log = logging.getLogger(__name__)
 #: The channel every pointer or canary change is announced on (payload: the new generation).
@@ -65,12 +66,7 @@ class PostgresPolicyStore:
             existing = _get(cursor, version.kind, version.name, version.version)
         if existing is None:  # pragma: no cover - a version is never deleted
             raise ConflictError(f"{version.kind}/{version.name}@{version.version} vanished while it was stored")
-        if existing.content_hash != version.content_hash:
-            raise AlreadyExistsError(
-                f"{version.kind}/{version.name}: version: {version.version!r} already exists with different "
-                f"content (stored by {existing.author} at {iso_time(existing.created_at)}); versions are "
-                f"immutable, choose a new version id")
-        return existing
+        return same_or_refused(existing, version)
 
     def get_version(self, kind: str, name: str, version: str) -> StoredVersion | None:
         with self._db.transaction() as cursor:
