@@ -2,17 +2,18 @@
 automatic rollback judges the whole fleet's traffic, not one replica's share of it.
 
 Each replica keeps counting locally (services/router/control/canary.py: items, blocks, errors per arm
-in time buckets of `window_s / 12` on the wall clock, and shadow disagreements). Every `interval_s`
-(`sync`) it adds what it counted since its last sync to the canary's Redis hashes (`HINCRBY`, one
-hash per bucket, expiring after two windows) and reads back the window's buckets: the fleet's totals,
-its own included. Until the next sync, the judgment (`CanaryMonitor.breach`) uses those totals plus
-what it counted since, so no item is counted twice; if a sync fails, the counts are kept for the next
-one, and once the last totals are older than `stale_after_s` the replica judges on its own counts
-again. A replica that finds the bounds exceeded rolls the canary back as before: the store's
-compare-and-set makes the rollback land once, whoever sees it first.
+in time buckets of `window_s / 12` on the wall clock, and shadow disagreements). Every second (`sync`)
+it writes its own counts of the window, as totals per bucket (`HSET <bucket> <replica>|<arm>|<field>
+<total>`: writing them again changes nothing, so a retried or repeated sync never counts twice), and
+reads back every replica's fields of the window's buckets. The judgment (`CanaryMonitor.breach`) adds
+the other replicas' counts, as last read, to its own live ones; once that read is older than
+`stale_after_s` (Redis unreachable) the replica judges its own traffic alone. A replica that finds the
+bounds exceeded rolls the canary back; the store's conditional stop (`PolicyControl.stop_canary`)
+makes that land once, whichever replica is first.
 
-Keys: `<redis.key_prefix>:canary:{<policy>|<scope>|<candidate>|<started_at>}:b<bucket>` (per bucket)
-and `...:shadow` (the shadow disagreement counts, kept a day).
+Keys: `<redis.key_prefix>:canary:{<policy>|<scope>|<candidate>|<started_at>}:b<bucket>` (per bucket,
+expiring two windows after the last write) and `...:shadow` (shadow counts, kept a day); `<replica>`
+is a random id per router process.
 
 Example::
 
@@ -24,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from typing import Any
 
-from services.router.control.canary import ARMS, CANARY_CLOCK, WINDOW_BUCKETS, Arm, ArmCounts, CanaryMonitor, FleetDelta
+from services.router.control.canary import ARMS, CANARY_CLOCK, WINDOW_BUCKETS, Arm, ArmCounts, CanaryMonitor, FleetCounts
 from services.router.control.store import CanarySpec
 
 log = logging.getLogger(__name__)
@@ -38,61 +40,64 @@ _FIELDS = ("items", "blocked", "errors")
 class CanaryFleet:
     """See the module docstring. Use from the event loop (the monitors are not thread-safe)."""
 
-    def __init__(self, client: Any, prefix: str, *, stale_after_s: float = 5.0) -> None:
+    def __init__(self, client: Any, prefix: str, *, replica: str = "", stale_after_s: float = 5.0) -> None:
         self._client = client
         self._prefix = prefix
+        self.replica = replica or uuid.uuid4().hex[:16]
         self.stale_after_s = stale_after_s
 
     def key(self, spec: CanarySpec) -> str:
         """The prefix of one canary's keys (its identity in braces: one Redis Cluster slot)."""
         return f"{self._prefix}:{{{spec.policy}|{spec.scope}|{spec.candidate}|{spec.started_at!r}}}"
 
-    async def sync(self, spec: CanarySpec, monitor: CanaryMonitor, now: float | None = None) -> FleetDelta:
-        """Add this replica's new counts to the fleet's and give `monitor` the fleet's totals; returns
-        them. On an error the new counts stay with the monitor for the next sync, and the error is raised."""
+    async def sync(self, spec: CanarySpec, monitor: CanaryMonitor, now: float | None = None) -> FleetCounts:
+        """Share this replica's counts and give `monitor` the other replicas'; returns those."""
         now = CANARY_CLOCK() if now is None else now
         base = self.key(spec)
-        delta = monitor.take_unsynced()
+        own = monitor.own_counts(now)
         current = monitor.bucket(now)
         window = range(current - WINDOW_BUCKETS + 1, current + 1)
         ttl = max(1, math.ceil(2 * spec.bounds.window_s))
-        try:
-            pipe = self._client.pipeline(transaction=False)
-            for bucket, arms in delta.buckets.items():
-                if bucket < window.start:
-                    continue
-                for arm in ARMS:
-                    counts = arms[arm]
-                    for name in _FIELDS:
-                        if getattr(counts, name):
-                            pipe.hincrby(f"{base}:b{bucket}", f"{arm}:{name}", getattr(counts, name))
-                pipe.expire(f"{base}:b{bucket}", ttl)
-            if delta.shadow_items:
-                pipe.hincrby(f"{base}:shadow", "items", delta.shadow_items)
-                pipe.hincrby(f"{base}:shadow", "decisions", delta.shadow_decisions)
-                pipe.expire(f"{base}:shadow", SHADOW_TTL_S)
-            for bucket in window:
-                pipe.hgetall(f"{base}:b{bucket}")
-            pipe.hgetall(f"{base}:shadow")
-            results = await pipe.execute()
-        except BaseException:
-            monitor.restore_unsynced(delta)
-            raise
+        pipe = self._client.pipeline(transaction=False)
+        for bucket, arms in own.buckets.items():
+            pipe.hset(f"{base}:b{bucket}", mapping={f"{self.replica}|{arm}|{name}": getattr(arms[arm], name)
+                                                     for arm in ARMS for name in _FIELDS})
+            pipe.expire(f"{base}:b{bucket}", ttl)
+        if own.shadow_items:
+            pipe.hset(f"{base}:shadow", mapping={f"{self.replica}|items": own.shadow_items,
+                                                  f"{self.replica}|decisions": own.shadow_decisions})
+            pipe.expire(f"{base}:shadow", SHADOW_TTL_S)
+        for bucket in window:
+            pipe.hgetall(f"{base}:b{bucket}")
+        pipe.hgetall(f"{base}:shadow")
+        results = await pipe.execute()
         read = results[len(results) - len(window) - 1:]
-        fleet = FleetDelta({bucket: _arm_counts(fields) for bucket, fields in zip(window, read[:-1]) if fields})
-        shadow = _decoded(read[-1])
-        fleet.shadow_items, fleet.shadow_decisions = shadow.get("items", 0), shadow.get("decisions", 0)
-        monitor.set_fleet(fleet, now=now, valid_for_s=self.stale_after_s)
-        return fleet
+        others = FleetCounts()
+        for bucket, fields in zip(window, read[:-1]):
+            counts = self._others_of(fields)
+            if counts:
+                others.buckets[bucket] = _arm_counts(counts)
+        shadow = self._others_of(read[-1])
+        others.shadow_items = sum(v for k, v in shadow.items() if k.endswith("|items"))
+        others.shadow_decisions = sum(v for k, v in shadow.items() if k.endswith("|decisions"))
+        monitor.set_others(others, now=now, valid_for_s=self.stale_after_s)
+        return others
+
+    def _others_of(self, fields: dict[Any, Any]) -> dict[str, int]:
+        """The fields written by other replicas (their own counts are theirs to judge with)."""
+        decoded = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in fields.items()}
+        return {k: v for k, v in decoded.items() if not k.startswith(f"{self.replica}|")}
 
     async def close(self) -> None:
         await self._client.aclose()
 
 
-def _decoded(fields: dict[Any, Any]) -> dict[str, int]:
-    return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in fields.items()}
-
-
-def _arm_counts(fields: dict[Any, Any]) -> dict[Arm, ArmCounts]:
-    values = _decoded(fields)
-    return {arm: ArmCounts(*(values.get(f"{arm}:{name}", 0) for name in _FIELDS)) for arm in ARMS}
+def _arm_counts(fields: dict[str, int]) -> dict[Arm, ArmCounts]:
+    """Summed over replicas: `<replica>|<arm>|<field>` -> per arm."""
+    totals: dict[Arm, ArmCounts] = {arm: ArmCounts() for arm in ARMS}
+    for key, value in fields.items():
+        _, arm, name = key.split("|")
+        if arm in totals and name in _FIELDS:
+            counts = totals[arm]
+            setattr(counts, name, getattr(counts, name) + value)
+    return totals

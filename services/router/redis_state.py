@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,12 @@ class RedisConfig:
         return ":".join((self.key_prefix, *parts))
 
 
-def connect(config: RedisConfig, *, timeout_s: float) -> Any:
-    """An asyncio client (its own pool) for `config.url`, with connect and socket timeouts `timeout_s`."""
-    return aioredis.from_url(config.url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                             health_check_interval=30)
+def connect(config: RedisConfig, *, timeout_s: float, connect_timeout_s: float | None = None) -> Any:
+    """An asyncio client (its own pool) for `config.url`: replies time out after `timeout_s`, connecting
+    after `connect_timeout_s` (default the same). A command is sent again at once only after a broken
+    connection (e.g. pooled before Redis restarted), never after a timeout: a late reply's command may
+    have run, and the callers decide what a slow Redis means. (A grant sent twice can only leave unused
+    tokens counted in Redis: fewer items admitted, never more.)"""
+    return aioredis.from_url(config.url, socket_timeout=timeout_s,
+                             socket_connect_timeout=connect_timeout_s if connect_timeout_s is not None else timeout_s,
+                             health_check_interval=30, retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))

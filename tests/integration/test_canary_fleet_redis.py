@@ -2,8 +2,8 @@
 (services/router/canary_fleet.py).
 
 Three replicas each see a third of a canary's traffic: none alone has the samples to judge it, the
-fleet's counts do and exceed the bounds, and every replica then rolls it back. Counts are never added
-twice across syncs; a sync while Redis is down keeps the counts for the next one.
+fleet's counts do and exceed the bounds, and every replica then rolls it back. Repeated syncs count
+nothing twice; after Redis comes back empty, the next syncs restore every replica's counts.
 """
 
 from __future__ import annotations
@@ -51,22 +51,27 @@ async def test_replicas_judge_the_fleets_traffic(tmp_path: Path) -> None:
         for monitor, fleet in replicas:
             await fleet.sync(SPEC, monitor, now)
         for monitor, fleet in replicas:
-            await fleet.sync(SPEC, monitor, now + 1)  # everyone's counts are in Redis now
+            others = await fleet.sync(SPEC, monitor, now + 1)  # every replica's counts are in Redis now
+            assert sum(b["candidate"].items for b in others.buckets.values()) == 24  # the two others'
             assert monitor.counts("candidate", now + 1, fleet=True).items == 36
             reason = monitor.breach(now + 1)
             assert reason is not None and "36/36 items" in reason
-        # Syncing again adds nothing twice.
+        # Syncing again, any number of times, counts nothing twice.
         monitor, fleet = replicas[0]
-        totals = await fleet.sync(SPEC, monitor, now + 2)
-        assert sum(b["candidate"].items for b in totals.buckets.values()) == 36
-        # Redis down: the new counts stay with the replica and reach the fleet at the next sync.
+        for _ in range(3):
+            await fleet.sync(SPEC, monitor, now + 2)
+        assert monitor.counts("candidate", now + 2, fleet=True).items == 36
+        # Redis down: the sync fails, the replica keeps judging (its own counts once the others' are stale).
         server.stop()
-        monitor.record("candidate", blocked=True, error=False, now=now + 3)
         with pytest.raises(Exception):
             await fleet.sync(SPEC, monitor, now + 3)
-        server.start()  # empty again (no persistence): the fleet's history is gone, the unsynced item is not
-        totals = await fleet.sync(SPEC, monitor, now + 4)
-        assert sum(b["candidate"].items for b in totals.buckets.values()) == 1
+        assert monitor.counts("candidate", now + 3 + fleet.stale_after_s, fleet=True).items == 12
+        # Back, empty (no persistence): each replica's next sync writes its totals again, nothing is lost.
+        server.start()
+        for other, other_fleet in replicas[1:]:
+            await other_fleet.sync(SPEC, other, now + 4)
+        await fleet.sync(SPEC, monitor, now + 4)
+        assert monitor.counts("candidate", now + 4, fleet=True).items == 36
     finally:
         for _, fleet in replicas:
             await fleet.close()

@@ -105,6 +105,29 @@ def test_state_is_shared_by_every_connection(dsn: str) -> None:
     other.close()
 
 
+def test_racing_canary_stops_land_once(dsn: str) -> None:
+    stores = [PostgresPolicyStore(dsn) for _ in range(4)]
+    spec = CanarySpec("default", "", "1", "2", 10.0, False, RollbackBounds(), "ops", 5.0)
+    stores[0].put_canary(spec)
+    stopped = replace(spec, running=False, stopped_reason="auto-rollback")
+    barrier = threading.Barrier(len(stores))
+    landed: list[bool] = []
+
+    def stop(index: int) -> None:
+        barrier.wait()
+        landed.append(stores[index].stop_canary(stopped))
+
+    threads = [threading.Thread(target=stop, args=(i,)) for i in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(landed) == [False, False, False, True]
+    assert stores[0].canaries() == [stopped]
+    for store in stores:
+        store.close()
+
+
 def test_racing_activations_land_once(dsn: str) -> None:
     stores = [PostgresPolicyStore(dsn) for _ in range(4)]
     stores[0].set_pointer("policy", "default", "", "1", expected="", author="ops", reason="r")

@@ -101,25 +101,21 @@ class Disagreements:
 
 
 @dataclass
-class FleetDelta:
-    """What one replica counted since its last sync with the fleet: per time bucket and arm, and shadow
-    items and decision disagreements."""
+class FleetCounts:
+    """Counts of a canary per time bucket and arm, and shadow items and decision disagreements: one
+    replica's own (what it shares) or the other replicas' together (what it reads back)."""
 
     buckets: dict[int, dict[Arm, ArmCounts]] = field(default_factory=dict)
     shadow_items: int = 0
     shadow_decisions: int = 0
 
-    def add(self, other: FleetDelta) -> None:
+    def add(self, other: FleetCounts) -> None:
         for bucket, arms in other.buckets.items():
             mine = self.buckets.setdefault(bucket, {a: ArmCounts() for a in ARMS})
             for arm in ARMS:
                 mine[arm].add(arms[arm])
         self.shadow_items += other.shadow_items
         self.shadow_decisions += other.shadow_decisions
-
-    @property
-    def empty(self) -> bool:
-        return not self.buckets and not self.shadow_items
 
 
 @dataclass(frozen=True)
@@ -139,11 +135,9 @@ class CanaryMonitor:
         self.shadow = Disagreements()
         #: Set once the bounds were exceeded: the canary is over, whatever the store says yet.
         self.rolled_back = ""
-        # Fleet counts (services/router/canary_fleet.py): what this replica counted since its last sync,
-        # and the fleet's totals read at that sync (its own synced counts included), valid until `_fleet_until`.
-        self._unsynced = FleetDelta()
-        self._fleet: FleetDelta | None = None
-        self._fleet_until = 0.0
+        # The other replicas' counts as last read (services/router/canary_fleet.py), valid until `_others_until`.
+        self._others: FleetCounts | None = None
+        self._others_until = 0.0
 
     @property
     def bucket_s(self) -> float:
@@ -156,27 +150,22 @@ class CanaryMonitor:
 
     def record(self, arm: Arm, *, blocked: bool, error: bool, now: float) -> None:
         """One item answered (or failed) in `arm`."""
-        counts = ArmCounts(1, int(blocked), int(error))
-        for buckets in (self._buckets, self._unsynced.buckets):
-            buckets.setdefault(self.bucket(now), {a: ArmCounts() for a in ARMS})[arm].add(counts)
+        self._buckets.setdefault(self.bucket(now), {a: ArmCounts() for a in ARMS})[arm].add(ArmCounts(1, int(blocked), int(error)))
         self._expire(now)
 
-    def take_unsynced(self) -> FleetDelta:
-        """What was counted since the last call (to add to the fleet's counts); counting starts afresh."""
-        delta, self._unsynced = self._unsynced, FleetDelta()
-        return delta
+    def own_counts(self, now: float) -> FleetCounts:
+        """This replica's counts in the window ending at `now` (cumulative per bucket), and its shadow
+        counts: what it shares with the other replicas (a copy; sharing it twice changes nothing)."""
+        oldest = self.bucket(now) - WINDOW_BUCKETS + 1
+        buckets = {number: {arm: ArmCounts(c.items, c.blocked, c.errors) for arm, c in arms.items()}
+                   for number, arms in list(self._buckets.items()) if number >= oldest}
+        return FleetCounts(buckets, self.shadow.items, self.shadow.decisions)
 
-    def restore_unsynced(self, delta: FleetDelta) -> None:
-        """A sync failed: keep `delta` for the next one."""
-        delta.add(self._unsynced)
-        self._unsynced = delta
-
-    def set_fleet(self, fleet: FleetDelta, *, now: float, valid_for_s: float) -> None:
-        """The fleet's counts (every replica's synced counts, this one's included) as read at `now`; the
-        rollback judgment uses them, plus what this replica counted since, until `now + valid_for_s`
-        (afterwards, without a newer sync, it falls back to this replica's own counts)."""
-        self._fleet = fleet
-        self._fleet_until = now + valid_for_s
+    def set_others(self, others: FleetCounts, *, now: float, valid_for_s: float) -> None:
+        """The other replicas' counts as read at `now`: the rollback judgment adds them to this replica's
+        own until `now + valid_for_s` (afterwards, without a newer read, it judges its own alone)."""
+        self._others = others
+        self._others_until = now + valid_for_s
 
     def record_shadow(self, item_id: str, baseline: Mapping[str, str], candidate: Mapping[str, str],
                       decisions: tuple[str, str]) -> None:
@@ -184,8 +173,6 @@ class CanaryMonitor:
         shadow = self.shadow
         shadow.items += 1
         shadow.decisions += decisions[0] != decisions[1]
-        self._unsynced.shadow_items += 1
-        self._unsynced.shadow_decisions += decisions[0] != decisions[1]
         for category in sorted(set(baseline) | set(candidate)):
             if baseline.get(category, "allow") != candidate.get(category, "allow"):
                 shadow.per_category[category] = shadow.per_category.get(category, 0) + 1
@@ -193,33 +180,29 @@ class CanaryMonitor:
 
     def counts(self, arm: Arm, now: float, *, fleet: bool = False) -> ArmCounts:
         """Items, blocks and errors of `arm` in the window ending at `now`: this replica's, or with `fleet`
-        every replica's (the last sync's fleet counts plus this replica's since; its own while those are
-        missing or stale)."""
-        self._expire(now)
-        shared = self._fleet if fleet and self.fleet_fresh(now) else None
-        sources = [shared.buckets, self._unsynced.buckets] if shared is not None else [self._buckets]
+        also the other replicas' as last read (while fresh). Reads only (safe from a metrics thread)."""
+        others = self._others if fleet and self.others_fresh(now) else None
+        sources = [self._buckets, others.buckets] if others is not None else [self._buckets]
         oldest = self.bucket(now) - WINDOW_BUCKETS + 1
         total = ArmCounts()
         for buckets in sources:
-            for number, bucket in buckets.items():
+            for number, bucket in list(buckets.items()):
                 if number >= oldest:
                     total.add(bucket[arm])
         return total
 
-    def fleet_fresh(self, now: float) -> bool:
-        """True while the last fleet counts are valid."""
-        return self._fleet is not None and now < self._fleet_until
+    def others_fresh(self, now: float) -> bool:
+        """True while the other replicas' counts last read are valid."""
+        return self._others is not None and now < self._others_until
 
     def _shadow_totals(self, now: float) -> tuple[int, int]:
-        if self._fleet is not None and self.fleet_fresh(now):
-            return (self._fleet.shadow_items + self._unsynced.shadow_items,
-                    self._fleet.shadow_decisions + self._unsynced.shadow_decisions)
+        if self._others is not None and self.others_fresh(now):
+            return self.shadow.items + self._others.shadow_items, self.shadow.decisions + self._others.shadow_decisions
         return self.shadow.items, self.shadow.decisions
 
     def breach(self, now: float) -> str | None:
         """Why the candidate should be rolled back now, or None while it stays within the bounds. Judged
-        on the whole fleet's counts when they are fresh (services/router/canary_fleet.py), else on this
-        replica's."""
+        on this replica's counts plus the other replicas' when those are fresh (services/router/canary_fleet.py)."""
         base, cand = self.counts("baseline", now, fleet=True), self.counts("candidate", now, fleet=True)
         bounds = self.bounds
         items, decisions = self._shadow_totals(now)
@@ -244,6 +227,5 @@ class CanaryMonitor:
 
     def _expire(self, now: float) -> None:
         oldest = self.bucket(now) - WINDOW_BUCKETS + 1
-        for buckets in (self._buckets, self._unsynced.buckets):
-            for key in [key for key in buckets if key < oldest]:
-                del buckets[key]
+        for key in [key for key in self._buckets if key < oldest]:
+            del self._buckets[key]

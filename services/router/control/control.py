@@ -227,14 +227,18 @@ class PolicyControl:
     def stop_canary(self, policy: str, scope: str, *, promote: bool = False, author: str, reason: str = "",
                     started_at: float | None = None) -> CanarySpec:
         """Stop the canary of (policy, scope); with `promote`, activate its candidate in that scope.
-        With `started_at`, only that canary (not one started since: an automatic rollback comes late)."""
+        With `started_at`, only that canary (not one started since: an automatic rollback comes late). The
+        stop is conditional in the store: when another replica stopped (or replaced) the canary meanwhile,
+        nothing is written and the stored canary is returned."""
         with self._lock:
             spec = self.canary_spec(policy, scope)
             if not spec.running or (started_at is not None and spec.started_at != started_at):
                 return spec
             stopped = replace(spec, running=False,
                               stopped_reason=reason or ("promoted" if promote else "stopped") + f" by {author}")
-            self.store.put_canary(stopped)
+            if not self.store.stop_canary(stopped):
+                self.reload()
+                return self.canary_spec(policy, scope)
             if promote:
                 self.activate("policy", policy, spec.candidate, scope, author=author, reason="canary promoted")
             self.reload()

@@ -132,6 +132,12 @@ class PolicyStore(Protocol):
 
     def canaries(self) -> list[CanarySpec]: ...
 
+    def stop_canary(self, stopped: CanarySpec) -> bool:
+        """Store `stopped` (a canary marked stopped) only if the canary of its (policy, scope) is still the
+        running one started at `stopped.started_at`: one atomic check and write, so of several replicas
+        (or an operator and an automatic rollback) stopping it at once, one stop lands. True if it did."""
+        ...
+
     def generation(self) -> int:
         """Incremented by every pointer or canary change; cheap to poll."""
         ...
@@ -248,6 +254,18 @@ class SQLitePolicyStore:
         with self._transaction() as db:
             rows = db.execute("SELECT spec FROM canaries ORDER BY policy, scope").fetchall()
         return [canary_from_dict(json.loads(row[0])) for row in rows]
+
+    def stop_canary(self, stopped: CanarySpec) -> bool:
+        with self._transaction() as db:
+            row = db.execute("SELECT spec FROM canaries WHERE policy = ? AND scope = ?",
+                             (stopped.policy, stopped.scope)).fetchone()
+            current = canary_from_dict(json.loads(row[0])) if row else None
+            if current is None or not current.running or current.started_at != stopped.started_at:
+                return False
+            db.execute("INSERT OR REPLACE INTO canaries VALUES (?, ?, ?)",
+                       (stopped.policy, stopped.scope, json.dumps(asdict(stopped))))
+            _bump(db)
+            return True
 
     def generation(self) -> int:
         with self._transaction() as db:

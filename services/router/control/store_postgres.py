@@ -125,6 +125,19 @@ class PostgresPolicyStore:
                            "DO UPDATE SET spec = EXCLUDED.spec", (spec.policy, spec.scope, json.dumps(asdict(spec))))
             _bump(cursor, generation)
 
+    def stop_canary(self, stopped: CanarySpec) -> bool:
+        with self._db.transaction() as cursor:
+            generation = _lock_generation(cursor)  # serialises every writer: the check below holds until commit
+            cursor.execute("SELECT spec FROM policy_canaries WHERE policy = %s AND scope = %s", (stopped.policy, stopped.scope))
+            row = cursor.fetchone()
+            current = canary_from_dict(json.loads(row[0])) if row else None
+            if current is None or not current.running or current.started_at != stopped.started_at:
+                return False
+            cursor.execute("UPDATE policy_canaries SET spec = %s WHERE policy = %s AND scope = %s",
+                           (json.dumps(asdict(stopped)), stopped.policy, stopped.scope))
+            _bump(cursor, generation)
+            return True
+
     def canaries(self) -> list[CanarySpec]:
         with self._db.transaction() as cursor:
             cursor.execute("SELECT spec FROM policy_canaries ORDER BY policy, scope")

@@ -3,6 +3,7 @@ generation counter, persistence across reopening."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,16 @@ def test_state_survives_reopening_the_file(tmp_path: Path) -> None:
 def test_canary_percent_is_validated() -> None:
     with pytest.raises(ValueError, match=r"percent must be in \(0, 100\], got 0"):
         CanarySpec("default", "", "1", "2", 0.0, False, RollbackBounds(), "ops", 1.0)
+
+
+def test_a_canary_is_stopped_once_and_only_the_one_that_was_started(tmp_path: Path) -> None:
+    store = SQLitePolicyStore(tmp_path / "s.sqlite")
+    first = CanarySpec("default", "", "1", "2", 10.0, False, RollbackBounds(), "ops", 5.0)
+    store.put_canary(first)
+    stopped = dataclasses.replace(first, running=False, stopped_reason="auto-rollback")
+    assert store.stop_canary(stopped) is True
+    assert store.stop_canary(stopped) is False  # a second replica's late rollback writes nothing
+    second = dataclasses.replace(first, candidate="3", started_at=9.0)
+    store.put_canary(second)
+    assert store.stop_canary(stopped) is False  # a rollback of the old canary never stops the new one
+    assert store.canaries() == [second]
