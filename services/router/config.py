@@ -149,8 +149,8 @@ class LifecycleConfig:
     review_flush_interval_s: float = 0.05
     #: PostgreSQL shared by every router replica for the policy store and the audit log
     #: (services/router/control/store_postgres.py, audit_postgres.py); "" = the SQLite files above.
-    #: Env AUDITMESH_POSTGRES_DSN (it may carry a password: set it from a secret).
-    postgres_dsn: str = ""
+    #: Env AUDITMESH_POSTGRES_DSN (it may carry a password: set it from a secret; never in a repr).
+    postgres_dsn: str = field(default="", repr=False)
 
     @property
     def labels_file(self) -> str:

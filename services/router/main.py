@@ -47,6 +47,7 @@ from services.router.pipeline import Pipeline
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.server import SERVICE_NAME, TOLERANT_STREAMS, ModerationServicer
 from services.router.shared_quota import SharedQuota
+from services.router.control.postgres import PostgresUnavailableError
 from services.router.quota_redis import RedisQuotaBackend
 from services.router.upstream_client import UpstreamSecurity
 
@@ -253,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ValueError) as error:  # ValueError: an OTEL_* variable with a bad value
         print(f"router: {error}", file=sys.stderr)
         return 2
+    except PostgresUnavailableError as error:  # lifecycle.postgres_dsn: the server is down or refuses us
+        print(f"router: {error}", file=sys.stderr)
+        return 1
     try:
         asyncio.run(_serve(config, lifecycle, security))
     finally:

@@ -239,7 +239,7 @@ class PolicyLifecycle:
             self.labels.close()
         if self.reviews is not None:
             await asyncio.to_thread(self.reviews.close)
-        self.control.store.close()
+        await asyncio.to_thread(self.control.store.close)  # may wait for a worker thread's statement to end
 
     def collector(self) -> Collector:
         """Prometheus: active versions, canary arms and shadow disagreements, audit backlog."""

@@ -27,12 +27,12 @@ import psycopg
 import pytest
 
 from services.common.errors import AlreadyExistsError, ConflictError
-from services.launcher import ROOT
+from services.launcher import ROOT, free_base_port
 from services.router.config import load_router_config
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_postgres import PostgresAuditLog
 from services.router.control.canary import RollbackBounds
-from services.router.control.postgres import MIGRATIONS, apply_migrations
+from services.router.control.postgres import MIGRATIONS, PostgresUnavailableError, apply_migrations
 from services.router.control.store import CanarySpec, StoredVersion
 from services.router.control.store_postgres import PostgresPolicyStore
 from services.router.policy_lifecycle import PolicyLifecycle
@@ -181,7 +181,7 @@ def record(tenant: str, index: int, at: float) -> AuditRecord:
 @pytest.mark.parametrize("compression", ["none", "zlib"])
 def test_audit_log_pages_one_tenant_at_a_time(dsn: str, compression: str) -> None:
     log = PostgresAuditLog(dsn, compression=compression)  # type: ignore[arg-type]
-    now = time.time()
+    now = time.time() - 100  # queries see records older than QUERY_HORIZON_S
     for i in range(25):
         log.append(record("acme", i, now + i))
         log.append(record("globex", i, now + i))
@@ -198,20 +198,37 @@ def test_audit_log_pages_one_tenant_at_a_time(dsn: str, compression: str) -> Non
     log.close()
 
 
+def test_a_record_postgresql_refuses_never_blocks_the_others(dsn: str, server: PostgresServer) -> None:
+    log = PostgresAuditLog(dsn)
+    now = time.time() - 100
+    log.append(record("acme", 0, now))
+    log.append(replace(record("acme", 1, now + 1), item_id="a\x00b", metadata={"k": "\x00"}))  # a tenant's NUL
+    log.append(record("acme", 2, now + 2))
+    assert log.flush() == 3 and log.rejected == 0  # JSON text holds an escaped NUL
+    assert [r.item_id for r in log.query("acme")[0]] == ["i0", "a\x00b", "i2"]
+    # A record the table refuses (here: a NUL in the tenant column, which text cannot hold) is dropped alone.
+    log.append(record("acme", 3, now + 3))
+    log.append(replace(record("acme", 4, now + 4), tenant="ac\x00me"))
+    log.append(record("acme", 5, now + 5))
+    assert log.flush() == 2 and log.rejected == 1 and log.dropped == 1 and log.pending == 0
+    assert [r.item_id for r in log.query("acme")[0]][-2:] == ["i3", "i5"]
+    log.close()
+
+
 def test_audit_retention_deletes_old_records(dsn: str) -> None:
     clock = FakeClock(1_000_000.0)
     log = PostgresAuditLog(dsn, retention_s=100.0, clock=clock)
     for i in range(30):
-        log.append(record("acme", i, clock() - 200 + i * 10))  # the first 10 are older than 100 s
+        log.append(record("acme", i, clock() - 300 + i * 10))  # the first 20 are older than 100 s
     log.flush()
-    assert [r.audit_id for r in log.query("acme", limit=100)[0]] == [f"acme-{i}" for i in range(10, 30)]
+    assert [r.audit_id for r in log.query("acme", limit=100)[0]] == [f"acme-{i}" for i in range(20, 30)]
     log.close()
 
 
 def test_audit_log_keeps_and_retries_while_postgres_is_down() -> None:
     with postgres_server() as pg:
         log = PostgresAuditLog(pg.dsn, max_pending=50)
-        now = time.time()
+        now = time.time() - 100
         log.append(record("acme", 0, now))
         assert log.flush() == 1
         pg.stop()
@@ -287,3 +304,13 @@ async def test_a_replica_that_missed_notifications_converges_by_polling(dsn: str
     finally:
         await first.close()
         await second.close()
+
+
+def test_an_unreachable_postgresql_is_named_without_its_password() -> None:
+    dsn = f"postgresql://auditmesh:s3cret-pw@127.0.0.1:{free_base_port(1)}/auditmesh"
+    with pytest.raises(PostgresUnavailableError) as failed:
+        PostgresPolicyStore(dsn)
+    assert "127.0.0.1" in str(failed.value) and "auditmesh@" in str(failed.value)
+    assert "s3cret-pw" not in str(failed.value)
+    config = load_router_config(ROOT / "config" / "router.yaml")
+    assert "s3cret-pw" not in repr(replace(config, lifecycle=replace(config.lifecycle, postgres_dsn=dsn)))

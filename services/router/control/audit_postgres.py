@@ -10,11 +10,17 @@ moderation: a chunk that could not be written goes back to the front of the buff
 the next flush (`write_errors` counts the failed attempts); only when the buffer is full are the
 oldest records dropped, and counted (`dropped`).
 
-Records are JSONB (queryable in SQL: `record->>'decision'`), or zlib-compressed JSON in
-`record_zlib` with `compression="zlib"`. Retention: every `PRUNE_EVERY_S` the records older than
-`retention_s` are deleted in batches of `PRUNE_BATCH` rows (short transactions, using the index on
-time), so a large backlog never holds a long lock. Queries name one tenant (part of the SQL condition)
-and use the (tenant, time, seq) index.
+Records are JSON text (`record::jsonb->>'decision'` in SQL; text, because jsonb refuses some JSON a
+record may hold, such as an escaped NUL in a tenant's item id), or zlib-compressed JSON in `record_zlib`
+with `compression="zlib"`. A chunk the database refuses for its content (DataError, IntegrityError) is
+written row by row, and only the rows it refuses are dropped (`rejected`, logged with their audit ids),
+so no record can block the others. Retention: every `PRUNE_EVERY_S` one replica at a time (an advisory
+lock) deletes the records older than `retention_s`, at most `PRUNE_MAX_BATCHES` batches of
+`PRUNE_BATCH` rows per round (short transactions on the index on time). Queries, on a connection of
+their own so they never hold up the writes, name one tenant (part of the SQL condition), page by write
+order, and see only records older than `QUERY_HORIZON_S`: every replica has written those, so a page
+boundary never passes over a record another replica was still committing. Records written late (after
+an outage) show up in queries of their time range, not in pages already read.
 
 Example::
 
@@ -43,8 +49,15 @@ from services.router.control.audit_store import (FLUSH_CHUNK, MAX_QUERY_LIMIT, P
 from services.router.control.postgres import PgConnection
 
 log = logging.getLogger(__name__)
-#: Rows deleted per retention statement.
+_INSERT = ("INSERT INTO audit_records (audit_id, tenant, time, record, record_zlib) VALUES (%s, %s, %s, %s, %s) "
+           "ON CONFLICT (audit_id) DO NOTHING")
+#: Rows deleted per retention statement, and statements per retention round.
 PRUNE_BATCH = 10_000
+PRUNE_MAX_BATCHES = 10
+#: Only one replica prunes at a time (an arbitrary constant).
+PRUNE_LOCK = 0x617564_697401
+#: Queries see records older than this (seconds): every replica has written them by then.
+QUERY_HORIZON_S = 2.0
 #: At most one error log line per this many seconds while the database fails.
 ERROR_LOG_EVERY_S = 10.0
 
@@ -59,12 +72,15 @@ class PostgresAuditLog:
         self.compression = compression
         self.dropped = 0
         self.write_errors = 0
+        #: Records the database refused for their content (logged, and counted in `dropped` too).
+        self.rejected = 0
         self._clock = clock
         self._max_pending = max_pending
         self._pending: collections.deque[AuditRecord] = collections.deque()
         self._buffer_lock = threading.Lock()  # append (event loop) against a chunk put back (worker)
         self._flush_lock = threading.Lock()   # one flush at a time
         self._db = PgConnection(dsn)
+        self._reader = PgConnection(dsn, migrate=False)
         self._last_prune = 0.0
         self._last_error_log = 0.0
 
@@ -90,6 +106,14 @@ class PostgresAuditLog:
                     chunk = [self._pending.popleft() for _ in range(min(FLUSH_CHUNK, len(self._pending)))]
                 try:
                     self._write(chunk)
+                except (psycopg.DataError, psycopg.IntegrityError):
+                    rejected_before = self.rejected
+                    unwritten = self._write_each(chunk)
+                    written += len(chunk) - len(unwritten) - (self.rejected - rejected_before)
+                    if unwritten:
+                        self._put_back(unwritten)
+                        return written
+                    continue
                 except psycopg.Error as error:
                     self._put_back(chunk)
                     self._failed(error)
@@ -98,20 +122,35 @@ class PostgresAuditLog:
             try:
                 self._prune()
             except psycopg.Error as error:
-                self._failed(error)
+                log.warning("audit log: retention sweep failed (retried in %.0f s): %s", PRUNE_EVERY_S, error)
         return written
 
+    def _row(self, record: AuditRecord) -> tuple[Any, ...]:
+        text = encode_record(record)
+        if self.compression == "zlib":
+            return record.audit_id, record.tenant, record.time, None, zlib.compress(text.encode(), ZLIB_LEVEL)
+        return record.audit_id, record.tenant, record.time, text, None
+
     def _write(self, chunk: list[AuditRecord]) -> None:
-        rows: list[tuple[Any, ...]] = []
-        for record in chunk:
-            text = encode_record(record)
-            if self.compression == "zlib":
-                rows.append((record.audit_id, record.tenant, record.time, None, zlib.compress(text.encode(), ZLIB_LEVEL)))
-            else:
-                rows.append((record.audit_id, record.tenant, record.time, text, None))
         with self._db.transaction() as cursor:
-            cursor.executemany("INSERT INTO audit_records (audit_id, tenant, time, record, record_zlib) "
-                               "VALUES (%s, %s, %s, %s::jsonb, %s) ON CONFLICT (audit_id) DO NOTHING", rows)
+            cursor.executemany(_INSERT, [self._row(record) for record in chunk])
+
+    def _write_each(self, chunk: list[AuditRecord]) -> list[AuditRecord]:
+        """Write `chunk` one record per transaction, dropping (and counting) what the database refuses
+        for its content; returns the records not written for another reason (to retry later)."""
+        for index, record in enumerate(chunk):
+            try:
+                with self._db.transaction() as cursor:
+                    cursor.execute(_INSERT, self._row(record))
+            except (psycopg.DataError, psycopg.IntegrityError) as error:
+                self.rejected += 1
+                self.dropped += 1
+                log.error("audit log: PostgreSQL refused record %s of tenant %s; dropped: %s",
+                          record.audit_id, record.tenant, error)
+            except psycopg.Error as error:
+                self._failed(error)
+                return chunk[index:]
+        return []
 
     def _put_back(self, chunk: list[AuditRecord]) -> None:
         """Return an unwritten chunk to the front; if the buffer filled meanwhile, its oldest are dropped."""
@@ -135,8 +174,12 @@ class PostgresAuditLog:
             return
         self._last_prune = now
         deleted = 0
-        while True:
+        for _ in range(PRUNE_MAX_BATCHES):
             with self._db.transaction() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (PRUNE_LOCK,))
+                row = cursor.fetchone()
+                if not row or not row[0]:
+                    break  # another replica is pruning
                 cursor.execute("DELETE FROM audit_records WHERE seq IN (SELECT seq FROM audit_records WHERE time < %s "
                                "ORDER BY time LIMIT %s)", (now - self.retention_s, PRUNE_BATCH))
                 count = cursor.rowcount
@@ -148,23 +191,26 @@ class PostgresAuditLog:
 
     def query(self, tenant: str, *, since: float = 0.0, until: float = 0.0, limit: int = 100,
               page_token: str = "") -> tuple[list[AuditRecord], str]:
-        """Records of `tenant` with since <= time < until (0 = unbounded), oldest first (by write order),
-        and the token of the next page ("" when there is none). Pending records are flushed first."""
+        """Records of `tenant` with since <= time < until (0 = unbounded; never newer than QUERY_HORIZON_S
+        ago), in write order, and the token of the next page ("" when there is none). Pending records are
+        flushed first."""
         if not tenant:
             raise InvalidRequestError("tenant: required; audit records are read one tenant at a time")
         if page_token and not page_token.isdigit():
             raise InvalidRequestError(f"page_token: not a token from a previous response: {page_token!r}")
         limit = min(limit or 100, MAX_QUERY_LIMIT)
         self.flush()
-        with self._db.transaction() as cursor:
-            cursor.execute("SELECT seq, record::text, record_zlib FROM audit_records WHERE tenant = %s AND time >= %s "
-                           "AND time < %s AND seq > %s ORDER BY seq LIMIT %s",
-                           (tenant, since, until or float("inf"), int(page_token or 0), limit + 1))
-            rows = cursor.fetchall()
+        until = min(until or float("inf"), self._clock() - QUERY_HORIZON_S)
+        rows = self._reader.fetch("SELECT seq, record, record_zlib FROM audit_records WHERE tenant = %s AND time >= %s "
+                                  "AND time < %s AND seq > %s ORDER BY seq LIMIT %s",
+                                  (tenant, since, until, int(page_token or 0), limit + 1))
         records = [AuditRecord.from_json_dict(json.loads(text if text is not None else zlib.decompress(blob).decode()))
                    for _, text, blob in rows[:limit]]
         return records, str(rows[limit - 1][0]) if len(rows) > limit else ""
 
     def close(self) -> None:
         self.flush()
+        if self._pending:
+            log.error("audit log: %d records could not be written to PostgreSQL before shutdown", len(self._pending))
         self._db.close()
+        self._reader.close()

@@ -37,7 +37,7 @@ from typing import Any, Callable
 import psycopg
 
 from services.common.errors import ConflictError
-from services.router.control.postgres import CONNECT_TIMEOUT_S, PgConnection
+from services.router.control.postgres import PgConnection, open_connection
 from services.router.control.store import (CanarySpec, Pointer, PointerChange, StoredVersion, canary_from_dict,
                                             same_or_refused)
 
@@ -69,14 +69,13 @@ class PostgresPolicyStore:
         return same_or_refused(existing, version)
 
     def get_version(self, kind: str, name: str, version: str) -> StoredVersion | None:
-        with self._db.transaction() as cursor:
-            return _get(cursor, kind, name, version)
+        rows = self._db.fetch(f"SELECT {_VERSION_COLUMNS} FROM policy_versions WHERE kind = %s AND name = %s "
+                              "AND version = %s", (kind, name, version))
+        return StoredVersion(*rows[0]) if rows else None
 
     def list_versions(self, kind: str, name: str = "") -> list[StoredVersion]:
-        with self._db.transaction() as cursor:
-            cursor.execute(f"SELECT {_VERSION_COLUMNS} FROM policy_versions WHERE kind = %s AND (%s = '' OR name = %s) "
-                           "ORDER BY created_at, seq", (kind, name, name))
-            rows = cursor.fetchall()
+        rows = self._db.fetch(f"SELECT {_VERSION_COLUMNS} FROM policy_versions WHERE kind = %s AND (%s = '' OR name = %s) "
+                              "ORDER BY created_at, seq", (kind, name, name))
         return [StoredVersion(*row) for row in rows]
 
     def set_pointer(self, kind: str, name: str, scope: str, version: str, *, expected: str, author: str,
@@ -105,17 +104,13 @@ class PostgresPolicyStore:
         return PointerChange(int(seq_row[0]) if seq_row else 0, kind, name, scope, version, current, author, reason, now)
 
     def pointers(self) -> list[Pointer]:
-        with self._db.transaction() as cursor:
-            cursor.execute("SELECT kind, name, scope, version, updated_at, author FROM policy_pointers "
-                           "ORDER BY kind, name, scope")
-            rows = cursor.fetchall()
+        rows = self._db.fetch("SELECT kind, name, scope, version, updated_at, author FROM policy_pointers "
+                              "ORDER BY kind, name, scope")
         return [Pointer(*row) for row in rows]
 
     def history(self, kind: str, name: str, scope: str) -> list[PointerChange]:
-        with self._db.transaction() as cursor:
-            cursor.execute("SELECT seq, kind, name, scope, version, previous, author, reason, at FROM policy_pointer_log "
-                           "WHERE kind = %s AND name = %s AND scope = %s ORDER BY seq", (kind, name, scope))
-            rows = cursor.fetchall()
+        rows = self._db.fetch("SELECT seq, kind, name, scope, version, previous, author, reason, at FROM policy_pointer_log "
+                              "WHERE kind = %s AND name = %s AND scope = %s ORDER BY seq", (kind, name, scope))
         return [PointerChange(*row) for row in rows]
 
     def put_canary(self, spec: CanarySpec) -> None:
@@ -139,22 +134,16 @@ class PostgresPolicyStore:
             return True
 
     def canaries(self) -> list[CanarySpec]:
-        with self._db.transaction() as cursor:
-            cursor.execute("SELECT spec FROM policy_canaries ORDER BY policy, scope")
-            rows = cursor.fetchall()
+        rows = self._db.fetch("SELECT spec FROM policy_canaries ORDER BY policy, scope")
         return [canary_from_dict(json.loads(row[0])) for row in rows]
 
     def generation(self) -> int:
-        with self._db.transaction() as cursor:
-            cursor.execute("SELECT value FROM policy_meta WHERE key = 'generation'")
-            row = cursor.fetchone()
-        return int(row[0]) if row else 0
+        rows = self._db.fetch("SELECT value FROM policy_meta WHERE key = 'generation'")
+        return int(rows[0][0]) if rows else 0
 
     def file_hash(self, path: str) -> str:
-        with self._db.transaction() as cursor:
-            cursor.execute("SELECT content_hash FROM policy_file_imports WHERE path = %s", (path,))
-            row = cursor.fetchone()
-        return str(row[0]) if row else ""
+        rows = self._db.fetch("SELECT content_hash FROM policy_file_imports WHERE path = %s", (path,))
+        return str(rows[0][0]) if rows else ""
 
     def set_file_hash(self, path: str, content_hash: str) -> None:
         with self._db.transaction() as cursor:
@@ -194,8 +183,13 @@ class PolicyChangeFeed:
 
     def _listening(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-            self._conn.execute(f"LISTEN {CHANNEL}")
+            conn = open_connection(self.dsn, autocommit=True)
+            try:
+                conn.execute(f"LISTEN {CHANNEL}")
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn  # only a connection that listens
         return self._conn
 
     def wait(self, timeout_s: float) -> bool:
