@@ -96,6 +96,10 @@ class Router:
         self.registry.register(lifecycle.collector())
         auth_metrics = AuthMetrics(self.registry)
         # Tenants' rate quotas across replicas, counted in Redis (None: this process's token buckets only).
+        if config.redis.enabled:
+            for tenant in state.tenants.tenants.values():
+                for note in config.shared_quota.warnings(tenant.id, tenant.quota):
+                    log.warning("shared quota: %s", note)
         self.shared_quota = (SharedQuota(config.shared_quota, RedisQuotaBackend.for_config(
             config.redis, timeout_s=config.shared_quota.timeout_ms / 1000.0), metrics=self.metrics)
             if config.redis.enabled else None)
@@ -110,13 +114,17 @@ class Router:
         self.service = GrpcService("router", config.server, service_names=[SERVICE_NAME], register=self._register,
                                    on_close=[self._close], metrics_registry=self.registry,
                                    tolerant_streams=TOLERANT_STREAMS)
+        # The admin port never ages its connections: review-task streams stay open as long as reviewers work.
         self.admin_service = (GrpcService("router-admin", replace(config.server, listen=config.admin_listen, metrics_listen="",
-                                                                   max_concurrent_rpcs=0, max_pending_calls=0),
+                                                                   max_concurrent_rpcs=0, max_pending_calls=0,
+                                                                   max_connection_age_s=0.0),
                                           service_names=[ADMIN_SERVICE_NAME], register=lifecycle.register_admin)
                               if config.admin_listen else None)
 
     async def start(self) -> int:
         """Start the public server, then the admin one; returns the public port."""
+        if self.shared_quota is not None:
+            await self.shared_quota.warm()
         port = await self.service.start()
         if self.admin_service is not None:
             await self.admin_service.start()

@@ -3,8 +3,9 @@
 One Lua script per lease, atomic in Redis: it reads the server's clock (`TIME`), finds the current
 window, grants at most what is left of the tenant's limit in it (`INCRBY` only by what it grants), and
 gives a new window's key an expiry of one window plus a random jitter (so that the keys of many tenants
-do not all expire in the same instant). It answers the grant, the time left in the window, the counter
-after the grant and the window's number.
+do not all expire in the same instant). It answers the grant, the microseconds left in the window (from
+Redis's clock to the microsecond, so the lease never outlives the window), the counter after the grant
+and the window's number.
 
 Keys: `<redis.key_prefix>:quota:{<tenant>}:<window>`. The tenant id is in braces (a Redis Cluster hash tag), so all
 of one tenant's counters live on one node; one Redis (or a managed one with a replica) is the expected
@@ -41,7 +42,8 @@ if grant > 0 then
   used = redis.call('INCRBY', key, grant)
   if used == grant then redis.call('PEXPIRE', key, window_ms + tonumber(ARGV[4])) end
 end
-return {grant, (window + 1) * window_ms - now_ms, used, string.format('%d', window)}
+local left_us = (window + 1) * window_ms * 1000 - (tonumber(t[1]) * 1000000 + tonumber(t[2]))
+return {grant, left_us, used, string.format('%d', window)}
 """
 
 
@@ -56,8 +58,9 @@ class RedisQuotaBackend:
 
     @classmethod
     def for_config(cls, config: RedisConfig, *, timeout_s: float = 0.05) -> RedisQuotaBackend:
-        """A backend on `config`'s Redis (keys under `<key_prefix>:quota`), its calls timing out after `timeout_s`."""
-        return cls(connect(config, timeout_s=timeout_s), config.key("quota"))
+        """A backend on `config`'s Redis (keys under `<key_prefix>:quota`): replies wait up to `timeout_s`
+        (SharedQuota stops waiting at its own timeout and lets the reply land later), connecting up to 2 s."""
+        return cls(connect(config, timeout_s=max(timeout_s, 1.0), connect_timeout_s=2.0), config.key("quota"))
 
     def key_for(self, tenant: str) -> str:
         """The prefix of the tenant's window keys (the window's number is appended)."""
@@ -66,9 +69,13 @@ class RedisQuotaBackend:
     async def lease(self, tenant: str, limit: int, amount: int, window_ms: int) -> Grant:
         """Grant up to `amount` of what is left of `limit` in the current window (see the module docstring)."""
         jitter_ms = int(random.random() * self._jitter_fraction * window_ms)
-        granted, left_ms, used, window = await self._script(keys=[self.key_for(tenant)],
+        granted, left_us, used, window = await self._script(keys=[self.key_for(tenant)],
                                                             args=[window_ms, limit, amount, jitter_ms])
-        return Grant(int(granted), int(left_ms), int(used), int(window))
+        return Grant(int(granted), int(left_us) / 1000.0, int(used), int(window))
+
+    async def warm(self) -> None:
+        """Connect (authenticating, selecting the database) and load the script, before the first lease."""
+        await self._client.script_load(LEASE_SCRIPT)
 
     async def close(self) -> None:
         await self._client.aclose()

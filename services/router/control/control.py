@@ -253,16 +253,27 @@ class PolicyControl:
 
     # -- config files ------------------------------------------------------------------------------
 
-    def import_file(self, kind: Kind, path: Path) -> StoredVersion | None:
+    def import_file(self, kind: Kind, path: Path, *, at_start: bool = False) -> StoredVersion | None:
         """Import a config file as a version and activate it globally, unless its content is what was
-        imported from that path last time. Raises ConfigError (naming the file and key) when invalid."""
+        imported from that path last time. Raises ConfigError (naming the file and key) when invalid.
+
+        `at_start` (a router starting, not a file that changed under a running one): a file whose content
+        is an already stored version that is no longer active, while the store recorded other content for
+        that path, is left alone: it is an older copy (a replica of the previous rollout restarting with
+        the previous ConfigMap), and activating it would take the whole fleet back."""
         with self._lock:
             try:
                 text = path.read_text(encoding="utf-8")
             except OSError as error:
                 raise ConfigError(str(path), "", f"cannot read file: {error.strerror}") from None
             document = parse_document(kind, text, str(path), name=path.stem if kind == "policy" else "")
-            if self.store.file_hash(str(path)) == document.content_hash:
+            recorded = self.store.file_hash(str(path))
+            if recorded == document.content_hash:
+                return None
+            if at_start and recorded and self._superseded(kind, document.name, document.version, document.content_hash):
+                log.warning("%s holds %s %s@%s, which is stored and no longer active (this path last imported other "
+                            "content, e.g. by a newer replica): not activated at start; activate it through the admin "
+                            "API if it is meant", path, kind, document.name, document.version)
                 return None
             try:
                 stored = self._put(document, f"file:{path}", "imported from the config file")
@@ -292,9 +303,14 @@ class PolicyControl:
         if not files:
             raise ConfigError(str(policies_dir), "", "no policy files (*.yaml) found")
         for path in files:
-            self.import_file("policy", path)
-        self.import_file("tenants", tenants_file)
+            self.import_file("policy", path, at_start=True)
+        self.import_file("tenants", tenants_file, at_start=True)
         return self.reload(force=True)
+
+    def _superseded(self, kind: str, name: str, version: str, content_hash: str) -> bool:
+        """True when (kind, name, version) is stored with this content and is not the active version."""
+        stored = self.store.get_version(kind, name, version)
+        return stored is not None and stored.content_hash == content_hash and self.active(kind, name, "") != version
 
 
 _EMPTY = Snapshot(-1, tenants_directory("tenants: []\n", "<empty>", set()), "", {})

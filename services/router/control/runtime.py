@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -128,11 +129,15 @@ class PolicyRuntime:
         self._compiled: OrderedDict[tuple[str, str, str], CompiledPolicy] = OrderedDict()
         self._monitors: dict[tuple[str, str, str, float], CanaryMonitor] = {}
         self._swap_listeners: list[Callable[[Snapshot, Snapshot], None]] = []
+        #: A swap and a read-modify-swap (a canary taken out by `judge`) never interleave: a reload swapped
+        #: in from another thread is never overwritten by a copy of the snapshot before it.
+        self._swap_lock = threading.RLock()
 
     def swap(self, snapshot: Snapshot) -> None:
         """Make `snapshot` live. Requests already running keep the one they took. Then each listener
         (`on_swap`) gets (old, new), in the thread that swapped; one that raises is logged and skipped."""
-        old, self.snapshot = self.snapshot, snapshot
+        with self._swap_lock:
+            old, self.snapshot = self.snapshot, snapshot
         for listener in self._swap_listeners:
             try:
                 listener(old, snapshot)
@@ -198,7 +203,8 @@ class PolicyRuntime:
         reason = monitor.breach(self._clock() if now is None else now)
         if reason is not None and not monitor.rolled_back:
             monitor.rolled_back = reason
-            self.swap(self.snapshot.without_canary(canary.key))
+            with self._swap_lock:
+                self.swap(self.snapshot.without_canary(canary.key))
             log.warning("canary of %s@%s (scope %s) rolled back automatically: %s", canary.spec.policy,
                         canary.spec.candidate, canary.spec.scope or "all tenants", reason)
             return reason

@@ -9,9 +9,9 @@ second of two racing activations fails with ConflictError. The same transaction 
 generation and sends `NOTIFY auditmesh_policy, '<generation>'`, delivered to listeners only if it
 commits.
 
-Why the pointers live here rather than in etcd or Redis: the pointers, the generation and the
-versions they name commit in one transaction, so a replica never sees a pointer to a version it
-cannot read, and operators run one system of record instead of two. What etcd's watch would add,
+Why the pointers live here rather than in etcd or Redis: a version is stored (immutable) before any
+pointer names it, in the same database, so a replica never sees a pointer to a version it cannot read,
+and operators run one system of record instead of two. What etcd's watch would add,
 prompt notification, PostgreSQL's LISTEN/NOTIFY gives; what it cannot guarantee (a listener whose
 connection dropped misses notifications, as Redis pub/sub would) the generation poll covers: every
 replica also polls `generation()` each `lifecycle.watch_interval_s`, so a missed notification costs

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from services.common.errors import UnavailableError
+from services.common.errors import LimitExceededError, UnavailableError
 from services.router.admission import OverQuotaError, Quota
 from services.router.redis_state import RedisConfig
 from services.router.shared_quota import (Grant, LeaseBook, NeedLease, Over, SharedQuota, SharedQuotaConfig,
@@ -44,6 +44,10 @@ class MemoryBackend:
         self.counters[(tenant, window)] = used + grant
         return Grant(grant, int((window + 1) * window_ms - now_ms), used + grant, window)
 
+    async def warm(self) -> None:
+        if self.fail:
+            raise ConnectionError("backend down")
+
     async def close(self) -> None:
         pass
 
@@ -74,8 +78,9 @@ def test_limits_and_lease_sizes() -> None:
     assert SharedQuotaConfig(window_s=10).window_limit(Quota(items_per_s=2.5)) == 25
 
 
-@pytest.mark.parametrize("bad", [{"window_s": 0}, {"lease_fraction": 0}, {"lease_fraction": 1.5},
-                                 {"near_limit_ratio": 0}, {"timeout_ms": 0}, {"on_backend_error": "maybe"}])
+@pytest.mark.parametrize("bad", [{"window_s": 0}, {"window_s": 0.05}, {"window_s": 1.0005}, {"lease_fraction": 0},
+                                 {"lease_fraction": 1.5}, {"near_limit_ratio": 0}, {"timeout_ms": 0},
+                                 {"timeout_ms": 5000}, {"backend_retry_s": 0}, {"on_backend_error": "maybe"}])
 def test_config_is_validated(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         SharedQuotaConfig(**bad)  # type: ignore[arg-type]
@@ -112,7 +117,7 @@ def test_a_refused_window_is_refused_locally_until_it_ends() -> None:
     book.granted("a", Grant(0, 300, 100, window=1), asked_at=0.0)
     book.refuse_until_window_end("a")
     step = book.try_take("a", QUOTA, 1, now=0.1)
-    assert isinstance(step, Over) and step.retry_after_s == pytest.approx(0.2)
+    assert isinstance(step, Over) and step.retry_after_s == pytest.approx(0.2 - CONFIG.lapse_margin_s)
     assert isinstance(book.try_take("a", QUOTA, 1, now=0.3), NeedLease)
 
 
@@ -163,10 +168,18 @@ async def test_a_batch_that_does_not_fit_keeps_the_partial_grant_for_smaller_req
     assert backend.calls == calls  # refused from the local over-limit cache, the backend not asked
 
 
-async def test_a_batch_over_the_window_limit_is_refused_with_advice() -> None:
+async def test_a_batch_over_the_window_limit_is_refused_for_good() -> None:
     quota = SharedQuota(CONFIG, MemoryBackend(Clock()), clock=Clock())
-    with pytest.raises(OverQuotaError, match="smaller batches"):
+    with pytest.raises(LimitExceededError, match="batches of at most 100 items") as refused:
         await quota.take("acme", QUOTA, 101)
+    assert refused.value.retry_after_s is None  # retrying the same batch cannot help
+
+
+def test_quotas_that_replicas_cannot_keep_exactly_are_reported() -> None:
+    assert CONFIG.warnings("acme", QUOTA) == []
+    slow, bursty = CONFIG.warnings("a", Quota(items_per_s=0.5)), CONFIG.warnings("b", Quota(items_per_s=100, burst=300))
+    assert len(slow) == 1 and "under one item" in slow[0]
+    assert len(bursty) == 1 and "window_s to at least 3 s" in bursty[0]
 
 
 async def test_tenants_do_not_share_a_window() -> None:
@@ -216,23 +229,60 @@ async def test_backend_errors_follow_on_backend_error_and_are_not_retried_at_onc
     with pytest.raises(UnavailableError, match="on_backend_error: deny") as refused:
         await quota.take("globex", Quota(items_per_s=100, on_backend_error="deny"), 1)
     assert refused.value.retry_after_s == CONFIG.backend_retry_s
-    assert backend.calls == 1  # the second call did not try the failed backend again
-    assert recorder.errors == ["allow", "deny"]
+    assert backend.calls == 2  # two failures in a row: the backend is now left alone
+    assert (await quota.take("initech", QUOTA, 1)).outcome == "backend_error_allowed"
+    assert backend.calls == 2
+    assert recorder.errors == ["allow", "deny", "allow"]
     backend.fail = False
     clock.now += CONFIG.backend_retry_s
     assert (await quota.take("acme", QUOTA, 1)).outcome == "shared"
 
 
-async def test_a_slow_backend_counts_as_failed() -> None:
+async def test_a_slow_backend_counts_as_failed_and_its_late_grant_is_kept() -> None:
     class Slow(MemoryBackend):
         async def lease(self, tenant: str, limit: int, amount: int, window_ms: int) -> Grant:
-            await asyncio.sleep(1)
+            await asyncio.sleep(0.05)
             return await super().lease(tenant, limit, amount, window_ms)
 
     config = SharedQuotaConfig(timeout_ms=10, on_backend_error="deny")
-    quota = SharedQuota(config, Slow(Clock()), clock=Clock())
+    clock = Clock()
+    backend = Slow(clock)
+    quota = SharedQuota(config, backend, clock=clock)
     with pytest.raises(UnavailableError):
         await quota.take("acme", QUOTA, 1)
+    await asyncio.sleep(0.1)  # the request was not abandoned: its grant lands
+    assert quota.book.held("acme", clock.now) == config.lease_items(QUOTA)
+    assert (await quota.take("acme", QUOTA, 1)).outcome == "shared" and backend.calls == 1
+
+
+async def test_a_grant_whose_window_ended_on_the_way_is_asked_again() -> None:
+    clock = Clock(1000.999)
+
+    class Late(MemoryBackend):
+        async def lease(self, tenant: str, limit: int, amount: int, window_ms: int) -> Grant:
+            grant = await super().lease(tenant, limit, amount, window_ms)
+            self.clock.now += 0.005  # the answer arrives after its window (and the lapse margin) ended
+            return grant
+
+    backend = Late(clock)
+    quota = SharedQuota(CONFIG, backend, clock=clock)
+    taken = await quota.take("acme", QUOTA, 1)
+    assert taken.outcome == "shared" and taken.window == 1001 and backend.calls == 2
+
+
+async def test_one_lease_serves_every_waiting_call() -> None:
+    clock = Clock()
+
+    class Slowish(MemoryBackend):
+        async def lease(self, tenant: str, limit: int, amount: int, window_ms: int) -> Grant:
+            await asyncio.sleep(0.01)
+            return await super().lease(tenant, limit, amount, window_ms)
+
+    backend = Slowish(clock)
+    quota = SharedQuota(CONFIG, backend, clock=clock)
+    results = await asyncio.gather(*(quota.take("acme", QUOTA, 3) for _ in range(10)))  # 30 items > lease of 5
+    assert all(r.outcome == "shared" for r in results)
+    assert backend.calls <= 2
 
 
 async def test_given_back_tokens_serve_the_next_request() -> None:

@@ -184,3 +184,16 @@ def test_swap_listeners_get_old_and_new_and_a_failing_one_does_not_stop_the_swap
     after = control.reload(force=True)
     assert control.runtime.snapshot is after
     assert seen == [(before.generation, after.generation)]
+
+
+def test_a_replica_restarting_with_an_older_file_does_not_take_the_fleet_back(tmp_path: Path) -> None:
+    control, files = open_control(tmp_path)  # default@1 imported from the file
+    path = files.write_policy("default", policy_yaml("default", "2", hate_block=0.5))
+    control.import_file("policy", path)  # the new rollout's file
+    assert control.runtime.snapshot.policies["default"].version == "2"
+    files.write_policy("default", policy_yaml("default", "1"))  # a pod of the old rollout, same path, old file
+    restarted = PolicyControl(SQLitePolicyStore(tmp_path / "store.sqlite"))
+    assert restarted.import_files(files.policies_dir, files.tenants_file).policies["default"].version == "2"
+    # A change a running router's watcher sees is an operator's: the file wins, even an older version.
+    assert restarted.import_file("policy", path) is not None
+    assert restarted.runtime.snapshot.policies["default"].version == "1"
