@@ -32,8 +32,8 @@ from services.router.control.admin_auth import AdminAuth, load_admin_keys
 from services.router.control.audit import AuditInput, audit_record
 from services.router.control.audit_store import AuditLog, AuditStore
 from services.router.control.canary import CANARY_CLOCK
-from services.router.control.label_store import LabelStore
-from services.router.control.review_queue import ReviewQueue, task_reason
+from services.router.control.label_store import LabelRepository, LabelStore
+from services.router.control.review_queue import ReviewQueue, ReviewTasks, task_reason
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
 from services.router.pipeline import Outcome
@@ -41,6 +41,8 @@ from services.router.control.control import PolicyControl
 from services.router.control.runtime import PolicyRuntime, Selection
 from services.router.control.store import CanarySpec, PolicyStore, SQLitePolicyStore
 from services.router.control.audit_postgres import PostgresAuditLog
+from services.router.control.labels_postgres import PostgresLabelStore
+from services.router.control.reviews_postgres import PostgresReviewQueue
 from services.router.control.store_postgres import PolicyChangeFeed, PostgresPolicyStore, follow_changes
 from services.router.canary_fleet import CanaryFleet
 from services.router.redis_state import connect
@@ -59,7 +61,7 @@ class PolicyLifecycle:
     """See the module docstring."""
 
     def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
-                 labels: LabelStore | None = None, reviews: ReviewQueue | None = None,
+                 labels: LabelRepository | None = None, reviews: ReviewTasks | None = None,
                  changes: PolicyChangeFeed | None = None, fleet: CanaryFleet | None = None) -> None:
         self.config = config
         self.control = control
@@ -83,8 +85,8 @@ class PolicyLifecycle:
 
     @classmethod
     def open(cls, config: RouterConfig) -> PolicyLifecycle:
-        """Open the store and audit log (SQLite files, or with `lifecycle.postgres_dsn` PostgreSQL shared by
-        every replica), import the config files (ConfigError on a bad one), load admin keys."""
+        """Open the store, audit log, labels and review tasks (SQLite files, or with `lifecycle.postgres_dsn`
+        PostgreSQL shared by every replica), import the config files (ConfigError on a bad one), load admin keys."""
         settings = config.lifecycle
         dsn = settings.postgres_dsn
         store: PolicyStore = PostgresPolicyStore(dsn) if dsn else SQLitePolicyStore(Path(settings.store_path))
@@ -99,8 +101,10 @@ class PolicyLifecycle:
         audit: AuditLog = (PostgresAuditLog(dsn, retention_s=retention_s, compression=settings.audit_compression) if dsn
                            else AuditStore(Path(settings.audit_path), retention_s=retention_s,
                                            compression=settings.audit_compression))
-        return cls(config, control, audit, auth, labels=LabelStore(Path(settings.labels_file)),
-                   reviews=ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s),
+        labels: LabelRepository = PostgresLabelStore(dsn) if dsn else LabelStore(Path(settings.labels_file))
+        reviews: ReviewTasks = (PostgresReviewQueue(dsn, retention_s=retention_s) if dsn
+                                else ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s))
+        return cls(config, control, audit, auth, labels=labels, reviews=reviews,
                    changes=PolicyChangeFeed(dsn) if dsn else None,
                    fleet=CanaryFleet(connect(config.redis, timeout_s=1.0), config.redis.key("canary"))
                    if config.redis.enabled else None)
@@ -215,7 +219,7 @@ class PolicyLifecycle:
                 if reason is not None:
                     self._roll_back(canary.spec, reason)
 
-    async def _flush_reviews(self, reviews: ReviewQueue) -> None:
+    async def _flush_reviews(self, reviews: ReviewTasks) -> None:
         while True:
             await asyncio.sleep(self._review_flush_s)
             if reviews.buffered:

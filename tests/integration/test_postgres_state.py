@@ -6,6 +6,9 @@ started here), shared by several router replicas.
 - Migrations run once, also when replicas start together; a database newer than the code is refused.
 - The audit log batches inserts, pages by tenant, keeps compressed records readable, deletes by
   retention in batches, and never raises or loses a record while PostgreSQL is down: it retries.
+- Reviewers' labels and review tasks are shared too: a label stored through one replica is exported by
+  another, the per-tenant bound holds across them, and tasks offered by several replicas are leased once
+  (`FOR UPDATE SKIP LOCKED`) and wait out an outage in the buffer.
 - Two router lifecycles on one database: an activation on one is served by the other within the
   measured bound (LISTEN/NOTIFY), and a replica whose notification connection was cut still
   converges through its generation poll.
@@ -26,11 +29,14 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from services.common.errors import AlreadyExistsError, ConflictError
+from services.common.errors import AlreadyExistsError, ConflictError, LimitExceededError
 from services.launcher import ROOT, free_base_port
 from services.router.config import load_router_config
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_postgres import PostgresAuditLog
+from services.router.control.label_store import Label
+from services.router.control.labels_postgres import PostgresLabelStore
+from services.router.control.reviews_postgres import PostgresReviewQueue
 from services.router.control.canary import RollbackBounds
 from services.router.control.postgres import MIGRATIONS, PostgresUnavailableError, apply_migrations
 from services.router.control.store import CanarySpec, StoredVersion
@@ -314,3 +320,69 @@ def test_an_unreachable_postgresql_is_named_without_its_password() -> None:
     assert "s3cret-pw" not in str(failed.value)
     config = load_router_config(ROOT / "config" / "router.yaml")
     assert "s3cret-pw" not in repr(replace(config, lifecycle=replace(config.lifecycle, postgres_dsn=dsn)))
+
+
+def test_labels_are_shared_by_replicas_and_bounded_per_tenant(dsn: str) -> None:
+    first, second = PostgresLabelStore(dsn, max_per_tenant=5), PostgresLabelStore(dsn, max_per_tenant=5)
+    assert first.submit("acme", [Label(f"m-{i}", f"text {i}", {"spam": i % 2}, "rev") for i in range(3)]).added == 3
+    replaced = second.submit("acme", [Label("m-1", "text 1 again", {"spam": 0}, "rev-2"), Label("m-9", "nine", {"spam": 1})])
+    assert (replaced.added, replaced.replaced, replaced.tenant_total) == (1, 1, 4)
+    with pytest.raises(LimitExceededError, match="limit of 5"):
+        first.submit("acme", [Label("m-7", "x", {"spam": 1}), Label("m-8", "y", {"spam": 1})])
+    assert second.count("acme") == 4 and second.count("globex") == 0  # the refused call stored nothing
+    page, token = first.page("acme", limit=2)
+    rest, end = first.page("acme", limit=10, page_token=token)
+    assert [label.item_id for label in page + rest] == ["m-0", "m-1", "m-2", "m-9"] and end == ""
+    assert page[1].text == "text 1 again" and page[1].reviewer == "rev-2"
+    first.close()
+    second.close()
+
+
+def test_review_tasks_from_every_replica_are_leased_once(dsn: str) -> None:
+    replicas = [PostgresReviewQueue(dsn), PostgresReviewQueue(dsn)]
+    now = time.time()
+    for i in range(40):
+        replicas[i % 2].offer(record("acme", i, now + i), "review")
+    replicas[0].offer(record("globex", 99, now), "review")
+    assert replicas[0].flush() + replicas[1].flush() == 41
+    leased: list[list[str]] = [[], []]
+    barrier = threading.Barrier(2)
+
+    def consume(index: int) -> None:
+        barrier.wait()
+        for _ in range(5):
+            leased[index] += [t.task_id for t in replicas[index].lease("acme", limit=4, visibility_s=60)]
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = leased[0] + leased[1]
+    assert sorted(everything) == sorted(f"acme-{i}" for i in range(40))  # each task once, across both streams
+    assert replicas[1].leased("acme", leased[0]) == set(leased[0])
+    assert replicas[0].ack("acme", everything) == 40 and replicas[1].pending("acme") == 0
+    assert replicas[1].ack("acme", ["globex-99"]) == 0 and replicas[0].pending("globex") == 1  # never another tenant's
+    for queue in replicas:
+        queue.close()
+
+
+def test_review_tasks_wait_out_a_postgresql_outage() -> None:
+    with postgres_server() as pg:
+        queue = PostgresReviewQueue(pg.dsn)
+        pg.stop()
+        queue.offer(record("acme", 1, time.time()), "review")
+        with pytest.raises(psycopg.Error):
+            queue.flush()
+        assert queue.buffered == 1 and queue.dropped == 0
+        pg.start()
+        written = 0
+        for _ in range(3):  # as the writer does every 0.05 s: the first try may meet the dead connection
+            try:
+                written = queue.flush()
+                break
+            except psycopg.Error:
+                continue
+        assert written == 1
+        assert [t.task_id for t in queue.lease("acme", limit=10, visibility_s=60)] == ["acme-1"]
+        queue.close()

@@ -5,7 +5,8 @@ its own (empty) local files, as on two hosts.
 - An activation through one replica's admin API is served by the other: every one of 15 activations
   within 1 s (the target), P99 measured from the admin call's return to the other's first answer
   naming the version.
-- Decisions made by either replica are found through the one admin API.
+- Decisions made by either replica are found through the one admin API, in the audit log and as review
+  tasks on one stream.
 
 No modality service runs: the replicas answer degraded (fail-closed) verdicts that still name the
 policy version, which is all these checks read.
@@ -118,4 +119,27 @@ def test_both_replicas_decisions_are_in_the_one_audit_log(replicas: tuple[str, s
             time.sleep(0.3)  # each replica writes its buffer every 0.2 s
             page = admin.QueryAudit(apb.QueryAuditRequest(tenant="acme", limit=1000), metadata=ADMIN, timeout=10)
             found = {r.item_id for r in page.records if r.item_id.startswith(marker)}
+    assert found == {f"{marker}-a", f"{marker}-b"}
+
+
+def test_one_review_stream_gets_both_replicas_tasks(replicas: tuple[str, str, str]) -> None:
+    """Without modality services every verdict is REVIEW (fail-closed), so each call becomes a review
+    task, written by the replica that answered it; the stream on A's admin API gets both."""
+    address_a, address_b, admin_address = replicas
+    marker = f"task-{time.time_ns()}"
+    for name, address in (("a", address_a), ("b", address_b)):
+        with grpc.insecure_channel(address) as channel:
+            assert moderate(pb_grpc.ModerationServiceStub(channel), f"{marker}-{name}").decision == pb.REVIEW
+    found: set[str] = set()
+    with grpc.insecure_channel(admin_address) as channel:
+        stream = apb_grpc.PolicyAdminStub(channel).StreamReviewTasks(
+            apb.StreamReviewTasksRequest(tenant="acme", max_unacked=1000), metadata=ADMIN, timeout=10)
+        try:
+            for task in stream:
+                if task.record.item_id.startswith(marker):
+                    found.add(task.record.item_id)
+                if found == {f"{marker}-a", f"{marker}-b"}:
+                    break
+        finally:
+            stream.cancel()
     assert found == {f"{marker}-a", f"{marker}-b"}

@@ -27,8 +27,8 @@ from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_f
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
-from services.router.control.label_store import DEFAULT_PAGE, Label, LabelStore, Submitted
-from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewQueue, ReviewTask
+from services.router.control.label_store import DEFAULT_PAGE, Label, LabelRepository, Submitted
+from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewTask, ReviewTasks
 from services.router.control.control import PolicyControl
 from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
 from services.router.control.store import CanarySpec, PointerChange, StoredVersion
@@ -45,8 +45,8 @@ KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
 
 class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     def __init__(self, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
-                 guard: AuthGuard | None = None, labels: LabelStore | None = None,
-                 reviews: ReviewQueue | None = None, poll_s: float = 0.2) -> None:
+                 guard: AuthGuard | None = None, labels: LabelRepository | None = None,
+                 reviews: ReviewTasks | None = None, poll_s: float = 0.2) -> None:
         self.control = control
         self.audit = audit
         self.auth = auth
@@ -247,12 +247,12 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             return self._review_queue().ack(request.tenant, list(request.task_ids))
         return apb.AckReviewTasksResponse(acked=await self._run(context, request.tenant, work))
 
-    def _review_queue(self) -> ReviewQueue:
+    def _review_queue(self) -> ReviewTasks:
         if self.reviews is None:
             raise FailedPreconditionError("this router keeps no review tasks (no review-task queue is open)")
         return self.reviews
 
-    def _label_store(self) -> LabelStore:
+    def _label_store(self) -> LabelRepository:
         if self.labels is None:
             raise FailedPreconditionError("this router keeps no labels (no label store is open)")
         return self.labels

@@ -28,13 +28,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from services.common.errors import InvalidRequestError, LimitExceededError
 from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
-__all__ = ["Label", "LabelStore", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted", "check_items"]
+__all__ = ["Label", "LabelRepository", "LabelStore", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted", "check_items",
+           "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
@@ -100,6 +101,37 @@ def check_items(items: Sequence[Label]) -> None:
             raise InvalidRequestError(f"{where}.labelled_at: seconds since the Unix epoch (0 = now), got {item.labelled_at}")
 
 
+class LabelRepository(Protocol):
+    """What the admin API needs of a label store: this SQLite one, or PostgreSQL's shared by every router
+    replica (services/router/control/labels_postgres.py). Blocking; thread-safe."""
+
+    def submit(self, tenant: str, items: Sequence[Label]) -> Submitted: ...
+
+    def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]: ...
+
+    def count(self, tenant: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def labels_json(labels: Mapping[str, int]) -> str:
+    """A label set as stored: compact JSON, categories sorted."""
+    return json.dumps(dict(sorted(labels.items())), separators=(",", ":"))
+
+
+def page_of(rows: Sequence[tuple[str, str, str, str, float]], limit: int) -> tuple[list[Label], str]:
+    """Labels from up to `limit + 1` rows (item_id, text, labels JSON, reviewer, labelled_at) in item-id
+    order: at most `limit` and about MAX_PAGE_BYTES of text, and the next page's token."""
+    labels: list[Label] = []
+    size = 0
+    for item_id, text, raw, reviewer, at in rows[:limit]:
+        size += len(text.encode("utf-8"))
+        if labels and size > MAX_PAGE_BYTES:  # a page of long texts ends early: the token goes on from here
+            return labels, encode_token(labels[-1].item_id)
+        labels.append(Label(item_id, text, json.loads(raw), reviewer, at))
+    return labels, (encode_token(labels[-1].item_id) if len(rows) > limit else "")
+
+
 class LabelStore:
     """See the module docstring. Thread-safe (one connection, one lock): the admin API calls it from
     worker threads."""
@@ -130,8 +162,8 @@ class LabelStore:
                 "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
                 "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at",
-                [(tenant, item.item_id, item.text, json.dumps(dict(sorted(item.labels.items())), separators=(",", ":")),
-                  item.reviewer, item.labelled_at or now) for item in latest.values()])
+                [(tenant, item.item_id, item.text, labels_json(item.labels), item.reviewer, item.labelled_at or now)
+                 for item in latest.values()])
         return Submitted(added, len(known), total + added)
 
     def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]:
@@ -140,19 +172,12 @@ class LabelStore:
         token."""
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
-        after = _decode_token(page_token)
+        after = decode_token(page_token)
         with self._lock:
             rows = self._db.execute(
                 "SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? AND item_id > ? "
                 "ORDER BY item_id LIMIT ?", (tenant, after, limit + 1)).fetchall()
-        labels: list[Label] = []
-        size = 0
-        for item_id, text, raw, reviewer, at in rows[:limit]:
-            size += len(text.encode("utf-8"))
-            if labels and size > MAX_PAGE_BYTES:  # a page of long texts ends early: the token goes on from here
-                return labels, _encode_token(labels[-1].item_id)
-            labels.append(Label(item_id, text, json.loads(raw), reviewer, at))
-        return labels, (_encode_token(labels[-1].item_id) if len(rows) > limit else "")
+        return page_of(rows, limit)
 
     def count(self, tenant: str) -> int:
         """How many items `tenant` has labels for."""
@@ -177,11 +202,11 @@ class LabelStore:
         return found
 
 
-def _encode_token(item_id: str) -> str:
+def encode_token(item_id: str) -> str:
     return base64.urlsafe_b64encode(item_id.encode("utf-8")).decode("ascii")
 
 
-def _decode_token(token: str) -> str:
+def decode_token(token: str) -> str:
     if not token:
         return ""
     try:

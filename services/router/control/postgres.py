@@ -19,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Serialises migrations across replicas (an arbitrary constant: "auditmesh" as a number).
 MIGRATION_LOCK = 0x617564_69746D
@@ -102,6 +103,18 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX audit_records_tenant_seq ON audit_records (tenant, seq);
     CREATE INDEX audit_records_time ON audit_records (time);
     """,
+    # 2: reviewers' labels and review tasks (services/router/control/labels_postgres.py, reviews_postgres.py).
+    """
+    CREATE TABLE labels (
+        tenant TEXT NOT NULL, item_id TEXT NOT NULL, text TEXT NOT NULL, labels TEXT NOT NULL,
+        reviewer TEXT NOT NULL, labelled_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, item_id));
+    CREATE TABLE review_tasks (
+        seq BIGSERIAL PRIMARY KEY, task_id TEXT NOT NULL, tenant TEXT NOT NULL, created DOUBLE PRECISION NOT NULL,
+        reason TEXT NOT NULL, record TEXT NOT NULL, lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+        deliveries INTEGER NOT NULL DEFAULT 0, UNIQUE (tenant, task_id));
+    CREATE INDEX review_tasks_by_tenant ON review_tasks (tenant, lease_until, seq);
+    CREATE INDEX review_tasks_by_age ON review_tasks (created);
+    """,
 )
 
 
@@ -135,18 +148,25 @@ class PgConnection:
             with conn.transaction(), conn.cursor() as cursor:
                 yield cursor
 
-    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """The rows of one read-only statement. A connection found broken (PostgreSQL restarted or failed
-        over while it sat idle) is reopened and the read tried once more: reading twice changes nothing."""
+    def retrying(self, work: Callable[[psycopg.Cursor[Any]], T]) -> T:
+        """`work(cursor)` in one transaction; on a connection found broken (PostgreSQL restarted or failed
+        over while it sat idle) it is reopened and `work` runs once more. Only for work that may run twice:
+        reads, and writes whose repetition changes nothing (an ack, a lease)."""
         for attempt in (1, 2):
             try:
                 with self.transaction() as cursor:
-                    cursor.execute(sql.encode(), params)
-                    return cursor.fetchall()
+                    return work(cursor)
             except psycopg.OperationalError:
                 if attempt == 2 or self._conn is None or not (self._conn.closed or self._conn.broken):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one read-only statement (`retrying`: reading twice changes nothing)."""
+        def read(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
+            cursor.execute(sql.encode(), params)
+            return cursor.fetchall()
+        return self.retrying(read)
 
     def close(self) -> None:
         """Close the connection for good: a later call raises instead of reconnecting."""

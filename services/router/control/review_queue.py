@@ -41,14 +41,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Sequence
+from typing import Callable, Literal, Protocol, Sequence
 
 from services.common.errors import InvalidRequestError
 from services.router.control.audit import AuditRecord
 from services.router.control.canary import canary_fraction
 from services.router.control.sqlite_wal import open_shared, write_transaction
 
-__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "Reason", "task_reason"]
+__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "check_lease", "task_reason"]
 
 Reason = Literal["review", "shadow_disagreement", "sample_block", "sample_allow"]
 #: Tasks a tenant may hold undelivered or unacked; beyond, new ones are dropped and counted.
@@ -114,6 +114,46 @@ def task_reason(sampling: ReviewSampling, decision: str, shadow_decision: str | 
     if share > 0.0 and canary_fraction(item_key) < share:
         return "sample_block" if decision == "block" else "sample_allow"
     return None
+
+
+class ReviewTasks(Protocol):
+    """What the router needs of a review-task queue: this SQLite one, or PostgreSQL's shared by every
+    router replica (services/router/control/reviews_postgres.py). `offer` never blocks; the rest may."""
+
+    @property
+    def dropped(self) -> int: ...
+
+    @property
+    def buffered(self) -> int: ...
+
+    def offer(self, record: AuditRecord, reason: str) -> None: ...
+
+    def flush(self) -> int: ...
+
+    def lease(self, tenant: str, *, limit: int, visibility_s: float) -> list[ReviewTask]: ...
+
+    def ack(self, tenant: str, task_ids: Sequence[str]) -> int: ...
+
+    def leased(self, tenant: str, task_ids: Sequence[str]) -> set[str]: ...
+
+    def pending(self, tenant: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def check_lease(limit: int, visibility_s: float) -> None:
+    """InvalidRequestError for a lease size or visibility timeout out of bounds."""
+    if not 1 <= limit <= MAX_LEASE:
+        raise InvalidRequestError(f"limit: must be 1..{MAX_LEASE}, got {limit}")
+    if not 0.0 < visibility_s <= MAX_VISIBILITY_S:
+        raise InvalidRequestError(f"visibility_timeout_s: must be in (0, {MAX_VISIBILITY_S:g}], got {visibility_s}")
+
+
+def check_ack(task_ids: Sequence[str]) -> list[str]:
+    """The distinct ids of one ack (InvalidRequestError over MAX_LEASE)."""
+    if len(task_ids) > MAX_LEASE:
+        raise InvalidRequestError(f"task_ids: at most {MAX_LEASE} per call, got {len(task_ids)}")
+    return list(dict.fromkeys(task_ids))
 
 
 class ReviewQueue:
@@ -190,10 +230,7 @@ class ReviewQueue:
     def lease(self, tenant: str, *, limit: int, visibility_s: float) -> list[ReviewTask]:
         """Up to `limit` of `tenant`'s tasks that are not leased (never delivered, or their lease ended),
         oldest first, leased for `visibility_s` seconds. Finding none costs a read, no write lock."""
-        if not 1 <= limit <= MAX_LEASE:
-            raise InvalidRequestError(f"limit: must be 1..{MAX_LEASE}, got {limit}")
-        if not 0.0 < visibility_s <= MAX_VISIBILITY_S:
-            raise InvalidRequestError(f"visibility_timeout_s: must be in (0, {MAX_VISIBILITY_S:g}], got {visibility_s}")
+        check_lease(limit, visibility_s)
         now = self._clock()
         query = ("SELECT seq, task_id, reason, deliveries, record FROM tasks WHERE tenant = ? AND lease_until <= ? "
                  "ORDER BY seq LIMIT ?")
@@ -209,9 +246,7 @@ class ReviewQueue:
 
     def ack(self, tenant: str, task_ids: Sequence[str]) -> int:
         """Delete `tenant`'s tasks named in `task_ids` (another tenant's ids match nothing); how many."""
-        if len(task_ids) > MAX_LEASE:
-            raise InvalidRequestError(f"task_ids: at most {MAX_LEASE} per call, got {len(task_ids)}")
-        ids = list(dict.fromkeys(task_ids))
+        ids = check_ack(task_ids)
         if not ids:
             return 0
         with self._lock:

@@ -1,0 +1,80 @@
+"""Reviewers' labels in PostgreSQL (`lifecycle.postgres_dsn`), shared by every router replica: what one
+replica's admin API stores, any replica's exports. Same contract as the SQLite store
+(services/router/control/label_store.py): one row per (tenant, item id), a later label replacing an
+earlier one; every statement names one tenant; `check_items` before anything is stored; at most
+`max_per_tenant` items per tenant, checked and written in one transaction under a per-tenant advisory
+lock, so two replicas storing for one tenant at once cannot pass the bound together.
+
+Example::
+
+    store = PostgresLabelStore("postgresql://auditmesh@db/auditmesh")
+    store.submit("acme", [Label("m-1", "free airdrop, connect your wallet", {"custom.crypto_scam": 1}, "rev-7")])
+    labels, token = store.page("acme", limit=500)
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from typing import Callable, Sequence
+
+from services.common.errors import InvalidRequestError, LimitExceededError
+from services.router.control.label_store import (DEFAULT_PAGE, MAX_PAGE, Label, Submitted, check_items, decode_token,
+                                                 labels_json, page_of)
+from services.router.control.postgres import PgConnection
+from services.trainer.examples import MAX_EXAMPLES
+
+#: Serialises one tenant's submissions across replicas (the bound is per tenant): lock key = this + crc32(tenant).
+_TENANT_LOCK = 0x6C61_0000_0000
+
+
+class PostgresLabelStore:
+    """See the module docstring. Blocking; thread-safe (one connection, one lock)."""
+
+    def __init__(self, dsn: str, *, max_per_tenant: int = MAX_EXAMPLES, clock: Callable[[], float] = time.time) -> None:
+        self.max_per_tenant = max_per_tenant
+        self._clock = clock
+        self._db = PgConnection(dsn)
+
+    def submit(self, tenant: str, items: Sequence[Label]) -> Submitted:
+        """Store `items` for `tenant` in one transaction (all or nothing): `check_items` first, then the
+        tenant's bound (LimitExceededError)."""
+        check_items(items)
+        now = self._clock()
+        latest = {item.item_id: item for item in items}  # the same id twice in one call: the last counts
+        with self._db.transaction() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_TENANT_LOCK + zlib.crc32(tenant.encode()),))
+            cursor.execute("SELECT item_id FROM labels WHERE tenant = %s AND item_id = ANY(%s)", (tenant, list(latest)))
+            known = {row[0] for row in cursor.fetchall()}
+            cursor.execute("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
+            row = cursor.fetchone()
+            total = int(row[0]) if row else 0
+            added = len(latest) - len(known)
+            if total + added > self.max_per_tenant:
+                raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
+                                         f"the limit of {self.max_per_tenant}")
+            cursor.executemany(
+                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = EXCLUDED.text, labels = EXCLUDED.labels, "
+                "reviewer = EXCLUDED.reviewer, labelled_at = EXCLUDED.labelled_at",
+                [(tenant, item.item_id, item.text, labels_json(item.labels), item.reviewer, item.labelled_at or now)
+                 for item in latest.values()])
+        return Submitted(added, len(known), total + added)
+
+    def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]:
+        """`tenant`'s labels in item-id order after `page_token` (see LabelStore.page)."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
+        # Byte order (collation "C"), whatever the database's locale: the page token is the last item id.
+        rows = self._db.fetch("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
+                              "AND item_id COLLATE \"C\" > %s ORDER BY item_id COLLATE \"C\" LIMIT %s",
+                              (tenant, decode_token(page_token), limit + 1))
+        return page_of([(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in rows], limit)
+
+    def count(self, tenant: str) -> int:
+        """How many items `tenant` has labels for."""
+        rows = self._db.fetch("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
+        return int(rows[0][0]) if rows else 0
+
+    def close(self) -> None:
+        self._db.close()
