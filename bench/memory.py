@@ -36,7 +36,7 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from PIL import Image, ImageDraw
 
-from services.launcher import Mesh, free_base_port, mesh_services
+from services.launcher import Mesh, free_base_port
 from services.router.tenants import hash_key
 
 KEY = "bench-memory-key"
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     tenants = state / "tenants.yaml"
     tenants.write_text(f"tenants:\n  - id: bench\n    api_key_sha256: {hash_key(KEY)}\n    policies: [default]\n")
-    mesh = Mesh(base_port=free_base_port(len(mesh_services())), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants)},
+    mesh = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants)},
                 output=subprocess.DEVNULL)
     big, photo = padded_png(args.big_bytes), noisy_image(args.pixels)
     report: dict[str, Any] = {"big_image_bytes": len(big), "photo_bytes": len(photo), "photo_pixels": args.pixels,

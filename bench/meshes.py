@@ -61,6 +61,7 @@ def unbatched_config_dir(workdir: Path) -> Path:
     target = workdir / "unbatched-config"
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(CONFIG_DIR / "router.yaml", target / "router.yaml")
+    shutil.copy(CONFIG_DIR / "match.yaml", target / "match.yaml")  # the router reads its match upstream's limits
     for modality in MODALITIES:
         config = yaml.safe_load((CONFIG_DIR / f"{modality}.yaml").read_text(encoding="utf-8"))
         config.setdefault("batching", {}).update(max_batch_size=1, max_delay_ms=0, max_concurrency=1,

@@ -66,17 +66,22 @@ from services.common.internal_auth import ADMIN_SECRET_HEADER, ENV_ADMIN_SECRET,
 from services.common.logs import configure_logging
 from services.common.placement import Placement, placement_command, usable_cpus
 from services.common.service_config import ServerConfig
+from services.common.serving.modality_config import ENV_BANKS_PATH
 from services.supervise import RestartPolicy, Supervisor, describe_exit
 
 MODALITIES = ("text", "vision", "ocr")
+#: The known-content matching service (services/match/; config/match.yaml): started beside the modalities.
+MATCH = "match"
 ROOT = Path(__file__).resolve().parents[1]
 ROUTER = "router"
 #: One pair per launcher process, so every `Mesh` it starts (tests start several) shares them.
 MESH_SECRET = secrets.token_urlsafe(32)
 MESH_ADMIN_SECRET = secrets.token_urlsafe(32)
 DEFAULT_ADMIN_PORT = 8105
+#: The match service listens on the base port + this (8106: past the admin port's 8105).
+MATCH_PORT_OFFSET = 6
 #: Router replicas (`--router-replicas`) listen from the base port + this (8110, 8111, ...), past the
-#: admin port and the match service's 8106.
+#: admin port and the match service.
 REPLICA_PORT_OFFSET = 10
 #: Seconds a stopping service gets beyond its own `grace_period_s` (closing models, flushing the audit
 #: log) before it is SIGKILLed.
@@ -89,7 +94,7 @@ ROUTER_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--m
                 "AUDITMESH_TENANTS_FILE": "--tenants-file", "AUDITMESH_POLICIES_DIR": "--policies-dir",
                 "AUDITMESH_POLICY_STORE": "--policy-store", "AUDITMESH_AUDIT_LOG": "--audit-log",
                 "AUDITMESH_ADMIN_KEYS_FILE": "--admin-keys-file",
-                "AUDITMESH_ADMIN_LISTEN": "--admin-listen"}
+                "AUDITMESH_ADMIN_LISTEN": "--admin-listen", "AUDITMESH_MATCH_URL": "--match-url"}
 MODALITY_FLAGS = {"AUDITMESH_LISTEN": "--listen", "AUDITMESH_METRICS_LISTEN": "--metrics-listen",
                   "AUDITMESH_MODEL_REPOSITORY": "--model-repository"}
 
@@ -106,11 +111,19 @@ def router_lanes(config_dir: Path) -> dict[str, tuple[str, ...]]:
 
 def mesh_services(config_dir: Path = ROOT / "config", router_replicas: int = 1) -> tuple[str, ...]:
     """The mesh's processes in port order: router, text, vision, ocr, then `router-<lane>` for every
-    lane after the first, then, with `router_replicas` N > 1, replicas 2..N of each router process
-    (`router.2`, `router-bulk.2`, ...)."""
+    lane after the first, the match service, then, with `router_replicas` N > 1, replicas 2..N of
+    each router process (`router.2`, `router-bulk.2`, ...)."""
     routers = (ROUTER, *(f"{ROUTER}-{lane}" for lane in list(router_lanes(config_dir))[1:]))
     replicas = tuple(f"{router}.{n}" for n in range(2, router_replicas + 1) for router in routers)
-    return (ROUTER, *MODALITIES, *routers[1:], *replicas)
+    return (ROUTER, *MODALITIES, *routers[1:], MATCH, *replicas)
+
+
+def port_span(config_dir: Path = ROOT / "config", router_replicas: int = 1) -> int:
+    """How many consecutive ports from the base port a mesh of this config uses (its highest offset + 1):
+    the count to give `free_base_port`, and the distance between ports and metrics ports in tests."""
+    lanes = len(router_lanes(config_dir)) or 1
+    span = max(len(mesh_services(config_dir, 1)) + 1, MATCH_PORT_OFFSET + 1)
+    return max(span, REPLICA_PORT_OFFSET + lanes * (router_replicas - 1)) if router_replicas > 1 else span
 
 
 def replica_of(service: str) -> str:
@@ -122,8 +135,8 @@ def replica_of(service: str) -> str:
 
 def free_base_port(count: int = 0) -> int:
     """A port such that it and the next `count - 1` are free on loopback right now (for a `Mesh`);
-    `count` 0 = one per process of the shipped mesh (`mesh_services()`)."""
-    count = count or len(mesh_services()) + 1
+    `count` 0 = the ports of the shipped mesh (`port_span()`)."""
+    count = count or port_span()
     for _ in range(200):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -233,6 +246,8 @@ class Mesh:
     def _offset(self, service: str) -> int:
         if service not in self.services:
             raise ValueError(f"unknown service {service!r}; this mesh has {list(self.services)}")
+        if service == MATCH:
+            return MATCH_PORT_OFFSET
         if replica_of(service) != service:  # replicas from base + REPLICA_PORT_OFFSET: clear of the admin port
             replicas = [s for s in self.services if replica_of(s) != s]
             return REPLICA_PORT_OFFSET + replicas.index(service)
@@ -255,7 +270,7 @@ class Mesh:
             flags = ROUTER_FLAGS
             if self.lanes[service]:
                 settings["--lane"] = self.lanes[service]
-            settings.update({f"--{m}-url": self.address(m) for m in MODALITIES})
+            settings.update({f"--{m}-url": self.address(m) for m in (*MODALITIES, MATCH)})
             settings["--admin-listen"] = self.admin_address if service == ROUTER else "off"
             state = self._state_folder()
             if state is not None:
@@ -313,9 +328,12 @@ class Mesh:
         """Start one service process (not waiting for it), on the CPUs and at the niceness its config's
         `placement` says (`taskset` / `nice` before the command: inherited by every thread it starts)."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_SECRET: MESH_SECRET}  # secrets: never on a command line
-        if service in MODALITIES:
+        if service in (*MODALITIES, MATCH):
             env[ENV_ADMIN_SECRET] = MESH_ADMIN_SECRET
         env.update(self.extra_env)
+        state = self._state_folder()
+        if service == MATCH and state is not None and ENV_BANKS_PATH not in self.extra_env:
+            env[ENV_BANKS_PATH] = str(state / "banks.sqlite")  # each mesh's own banks, beside its policy store
         placement, usable = self.placement(service), usable_cpus()
         if placement != Placement():
             log.info("%s runs on %s", service, placement.describe(usable))
@@ -339,8 +357,9 @@ class Mesh:
         raise RuntimeError(f"{service} did not become SERVING on {self.address(service)} within {timeout_s:.0f}s")
 
     def start(self, timeout_s: float = 180.0) -> None:
-        """Start the modality services (in parallel), then the routers (one per lane); wait until all serve."""
-        self.start_services(MODALITIES, timeout_s)
+        """Start the modality and match services (in parallel), then the routers (one per lane); wait until
+        all serve."""
+        self.start_services((*MODALITIES, MATCH), timeout_s)
         self.start_routers(timeout_s)
 
     def start_routers(self, timeout_s: float = 180.0) -> None:

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import grpc
 import pytest
 
-from services.launcher import ROOT, Mesh, free_base_port, mesh_services
+from services.launcher import ROOT, Mesh, free_base_port, port_span
 
 __all__ = ["channel_to", "message_options", "require_model_repository", "running", "shipped_mesh"]
 
@@ -57,9 +57,9 @@ def running(mesh: Mesh, *services: str) -> Iterator[Mesh]:
 def shipped_mesh(tenants_file: Path, *, with_metrics: bool) -> Iterator[Mesh]:
     """Every service of the shipped configuration (text, vision, OCR and a router per lane of
     config/router.yaml) on free loopback ports, with the tenants of `tenants_file`; with
-    `with_metrics`, each also serves /metrics on the `len(mesh_services())` ports after its own."""
+    `with_metrics`, each also serves /metrics on the `port_span()` ports after its own."""
     require_model_repository()
-    count = len(mesh_services())
+    count = port_span()
     base = free_base_port(2 * count if with_metrics else count)
     mesh = Mesh(base_port=base, metrics_base_port=base + count if with_metrics else 0,
                 extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})

@@ -37,7 +37,7 @@ from services.common.tracing.telemetry import setup_tracing, shutdown_tracing
 from services.router.cached_pipeline import retain_on_tenant_change
 from services.router.classifiers import TenantClassifiers
 from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_AUDIT_LOG, ENV_POLICIES_DIR, ENV_POLICY_STORE,
-                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, RouterConfig, Upstream,
+                                    ENV_TENANTS_FILE, ENV_UPSTREAM_URL, MODALITIES, OPTIONAL_UPSTREAMS, RouterConfig, Upstream,
                                     load_router_config)
 from services.router.demo_keys import check_demo_keys
 from services.router.dispatch import ModalityDispatcher
@@ -193,6 +193,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.add_argument(f"--{modality}-url", type=host_port, default=None, metavar="HOST:PORT",
                             help=f"the {modality} service (default: env {ENV_UPSTREAM_URL[modality]}, else "
                                  f"upstreams.{modality}.url)")
+    for optional in OPTIONAL_UPSTREAMS:
+        parser.add_argument(f"--{optional}-url", type=host_port, default=None, metavar="HOST:PORT",
+                            help=f"the {optional} service, when the config names upstreams.{optional} (default: env "
+                                 f"{ENV_UPSTREAM_URL[optional]}, else upstreams.{optional}.url)")
     for flag, what, variable, key in (
             ("--tenants-file", "tenants file", ENV_TENANTS_FILE, "tenants_file"),
             ("--policies-dir", "policies folder", ENV_POLICIES_DIR, "policies_dir"),

@@ -1,5 +1,5 @@
 """The real launcher (`make run`'s `python -m services.launcher`) under load: kill -9 each child in
-turn (text, vision, OCR, each router lane) and check that it comes back, that the rest kept serving
+turn (text, vision, OCR, each router lane, the match service) and check that it comes back, that the rest kept serving
 without a gap, that calls during a modality outage got degraded answers per the tenant's policy and
 no errors, and that the router uses a restarted modality service within ~1.5 s of it serving
 (regressions: a killed text service stopped all five processes, a killed bulk lane took the
@@ -8,13 +8,15 @@ interactive lane down, and vision took 9.7 s after SERVING to be used again). Fi
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
 from bench.launcher_chaos import LANE_KEYS, ChaosMesh, KillResult, Load
-from services.launcher import MODALITIES
+from services.launcher import MATCH, MODALITIES
 
 # Slow (five kill -9 / restart cycles, each with model reloads): `make test` and `make test-slow` run it, `make test-fast` skips it.
 pytestmark = pytest.mark.slow
@@ -46,18 +48,26 @@ def check_kill(result: KillResult) -> None:
 def test_every_child_killed_in_turn_comes_back_and_the_rest_keep_serving(tmp_path: Path) -> None:
     order = ("text", "vision", "ocr", *LANE_KEYS)
     with ChaosMesh.start(tmp_path) as chaos:
-        assert set(order) == set(chaos.mesh.services)
+        assert {*order, MATCH} == set(chaos.mesh.services)
         with Load(chaos.mesh) as load:
             time.sleep(SETTLE_S)
             for service in order:
                 check_kill(chaos.kill_and_recover(service, load))
                 time.sleep(SETTLE_S)
+            # The match service: no shipped policy calls it, so no answer may change while it is down.
+            killed = time.monotonic()
+            pid = chaos.pid_of(MATCH)
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            chaos.wait_new_serving(MATCH, pid, 60.0)
+            during = [c for c in load.snapshot() if c.started >= killed]
+            assert during and all(c.outcome == "ok" for c in during), during
             settled = time.monotonic()
             time.sleep(1.0)
             last = [c for c in load.snapshot() if c.started >= settled]
         assert last and all(c.outcome == "ok" for c in last), last  # all back, nothing degraded
         log = chaos.log_text()
-        for service in order:
+        for service in (*order, MATCH):
             assert f"{service} exited (killed by signal SIGKILL)" in log and f"restarted {service} (pid " in log
             assert f"{service} is SERVING again" in log
     assert chaos.process.returncode == 0  # SIGTERM: an orderly stop

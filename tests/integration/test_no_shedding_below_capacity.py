@@ -20,7 +20,7 @@ import tritonclient.grpc as triton
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import Mesh, free_base_port, mesh_services
+from services.launcher import Mesh, free_base_port
 from services.router.dispatch import parse_warmup
 from bench.render import render_text_image
 from tests.mesh_fixtures import running
@@ -32,7 +32,7 @@ DEADLINE_S = 2.0  # the router's default deadline, as in the report that filed t
 
 @pytest.fixture(scope="module")
 def fresh_mesh(tenants_file: Path) -> Iterator[Mesh]:
-    fresh = Mesh(base_port=free_base_port(len(mesh_services())), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
+    fresh = Mesh(base_port=free_base_port(), extra_env={"AUDITMESH_TENANTS_FILE": str(tenants_file)})
     with running(fresh):
         yield fresh
 

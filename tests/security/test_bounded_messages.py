@@ -13,7 +13,7 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from services.launcher import Mesh, free_base_port, mesh_services
+from services.launcher import Mesh, free_base_port
 from tests.mesh_fixtures import running
 from tests.security.inputs import CHANNEL_OPTIONS, KEY, auth, plain_png
 from tests.stubs import item
@@ -48,7 +48,7 @@ def router_without_vision(mesh: Mesh, tenants_file: Path) -> Iterator[Mesh]:
         dead = int(probe.getsockname()[1])
     env = {"AUDITMESH_TENANTS_FILE": str(tenants_file), "AUDITMESH_VISION_URL": f"127.0.0.1:{dead}",
            "AUDITMESH_TEXT_URL": mesh.address("text"), "AUDITMESH_OCR_URL": mesh.address("ocr")}
-    routers = Mesh(base_port=free_base_port(len(mesh_services())), extra_env=env)
+    routers = Mesh(base_port=free_base_port(), extra_env=env)
     with running(routers, *routers.routers):
         yield routers
 

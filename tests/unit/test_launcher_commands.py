@@ -11,7 +11,7 @@ import pytest
 
 from services.common.serving import modality_main
 from services.common.serving.modality_config import load_service_config
-from services.launcher import MODALITIES, Mesh
+from services.launcher import MATCH, MODALITIES, Mesh
 from services.router import main as router_main
 from services.router.config import load_router_config
 
@@ -33,7 +33,7 @@ def test_router_lane_commands_reproduce_the_mesh_addresses(tmp_path: Path) -> No
         config = router_main.arguments_applied(load_router_config(args.config, args.lane), args)
         assert config.server.listen == mesh.address(router)
         assert config.server.metrics_listen == f"127.0.0.1:{mesh.metrics_port(router)}"
-        assert {m: u.url for m, u in config.upstreams.items()} == {m: mesh.address(m) for m in MODALITIES}
+        assert {m: u.url for m, u in config.upstreams.items()} == {m: mesh.address(m) for m in (*MODALITIES, MATCH)}
         assert config.lifecycle.store_path == str(tmp_path / "policy_store.sqlite")
         assert config.lifecycle.audit_path == str(tmp_path / "audit.sqlite")
         assert (config.lane.name if config.lane else "") == mesh.lanes[router]
@@ -41,7 +41,7 @@ def test_router_lane_commands_reproduce_the_mesh_addresses(tmp_path: Path) -> No
 
 def test_modality_commands_reproduce_the_mesh_addresses() -> None:
     mesh = Mesh(20000)  # no metrics endpoints
-    for service in MODALITIES:
+    for service in (*MODALITIES, MATCH):
         command = mesh.command(service)
         assert command[1:3] == ["-m", f"services.{service}.server"]
         args = modality_main.parse_args(service, command[3:])
