@@ -42,10 +42,9 @@ from typing import Any, Callable
 
 import psycopg
 
-from services.common.errors import InvalidRequestError
 from services.router.control.audit import AuditRecord
-from services.router.control.audit_store import (FLUSH_CHUNK, MAX_QUERY_LIMIT, PRUNE_EVERY_S, ZLIB_LEVEL, Compression,
-                                                 check_audit_settings, encode_record)
+from services.router.control.audit_store import (FLUSH_CHUNK, PRUNE_EVERY_S, ZLIB_LEVEL, Compression, check_audit_settings,
+                                                 encode_record, query_limit)
 from services.router.control.postgres import PgConnection
 
 log = logging.getLogger(__name__)
@@ -194,11 +193,7 @@ class PostgresAuditLog:
         """Records of `tenant` with since <= time < until (0 = unbounded; never newer than QUERY_HORIZON_S
         ago), in write order, and the token of the next page ("" when there is none). Pending records are
         flushed first."""
-        if not tenant:
-            raise InvalidRequestError("tenant: required; audit records are read one tenant at a time")
-        if page_token and not page_token.isdigit():
-            raise InvalidRequestError(f"page_token: not a token from a previous response: {page_token!r}")
-        limit = min(limit or 100, MAX_QUERY_LIMIT)
+        limit = query_limit(tenant, page_token, limit)
         self.flush()
         until = min(until or float("inf"), self._clock() - QUERY_HORIZON_S)
         rows = self._reader.fetch("SELECT seq, record, record_zlib FROM audit_records WHERE tenant = %s AND time >= %s "

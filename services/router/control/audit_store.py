@@ -88,6 +88,16 @@ def check_audit_settings(retention_s: float, compression: str) -> None:
         raise ValueError(f"compression must be 'none' or 'zlib', got {compression!r}")
 
 
+def query_limit(tenant: str, page_token: str, limit: int) -> int:
+    """The page size of one audit query (default 100, at most MAX_QUERY_LIMIT); InvalidRequestError without
+    a tenant or with a page token no query returned."""
+    if not tenant:
+        raise InvalidRequestError("tenant: required; audit records are read one tenant at a time")
+    if page_token and not page_token.isdigit():
+        raise InvalidRequestError(f"page_token: not a token from a previous response: {page_token!r}")
+    return min(limit or 100, MAX_QUERY_LIMIT)
+
+
 class AuditStore:
     """See the module docstring. `append` from the event loop; `flush` and `query` from any thread."""
 
@@ -148,11 +158,7 @@ class AuditStore:
               page_token: str = "") -> tuple[list[AuditRecord], str]:
         """Records of `tenant` with since <= time < until (0 = unbounded), oldest first, and the token
         of the next page ("" when there is none). Pending records are flushed first."""
-        if not tenant:
-            raise InvalidRequestError("tenant: required; audit records are read one tenant at a time")
-        if page_token and not page_token.isdigit():
-            raise InvalidRequestError(f"page_token: not a token from a previous response: {page_token!r}")
-        limit = min(limit or 100, MAX_QUERY_LIMIT)
+        limit = query_limit(tenant, page_token, limit)
         self.flush()
         with self._lock:
             rows = self._db.execute(
