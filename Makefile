@@ -77,7 +77,7 @@ train: venv stubs train-deps ## retrain every text model from its inputs (PyTorc
 	$(PY) -m services.ocr.build.build_models --repository $(REPO)
 	touch $(REPO)/.built
 
-run: setup ## start router + text + vision + ocr on loopback and serve until Ctrl-C
+run: setup ## start the router lanes, text, vision, ocr and match on loopback and serve until Ctrl-C
 	$(PY) -m services.launcher --config-dir config
 
 lint: setup ## strict mypy over services, tests, bench, ebpf and the client (auditmesh/client) (config in pyproject.toml)

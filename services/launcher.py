@@ -1,4 +1,4 @@
-"""Start the whole mesh on one machine: text, vision and OCR services, then the router, and keep it up.
+"""Start the whole mesh on one machine: text, vision, OCR and match services, then the router, and keep it up.
 
 Each service runs in its own process (as it would in its own container), on loopback. The launcher
 waits for each to report SERVING on grpc.health.v1 and prints where the router listens. Then it
@@ -492,14 +492,14 @@ class _Recovering:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     defaults = RestartPolicy()
     parser = argparse.ArgumentParser(prog="python -m services.launcher",
-                                     description="Run the auditmesh mesh (router + text + vision + ocr, and a router "
-                                                 "process per extra lane in router.yaml) on loopback until Ctrl-C "
+                                     description="Run the auditmesh mesh (router + text + vision + ocr + match, and a "
+                                                 "router process per extra lane in router.yaml) on loopback until Ctrl-C "
                                                  "or SIGTERM, restarting any service that exits.")
     parser.add_argument("--config-dir", type=Path, default=ROOT / "config",
                         help="folder with router.yaml, text.yaml, vision.yaml, ocr.yaml (default: ./config)")
     parser.add_argument("--base-port", type=int, default=8100,
                         help="router port; text, vision, ocr listen on the next three, further router lanes "
-                             "on the ports after them (default: 8100)")
+                             "on the ports after them, match on this + 6 (default: 8100)")
     parser.add_argument("--metrics-base-port", type=int, default=9100,
                         help="router /metrics port; the others follow in the same order; 0 = none (default: 9100)")
     parser.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT,
