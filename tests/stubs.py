@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import functools
 import io
+import json
 import struct
 import asyncio
 import threading
@@ -29,6 +30,7 @@ from PIL import Image
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
+from services.common.contracts import text as text_contract
 from services.common.contracts.tensors import TensorSpec
 from services.common.text_match.lexicon import Lexicon
 from services.common.serving.model_api import ModelFile
@@ -442,3 +444,16 @@ class WordHashEncoder:
                 out[row] += self._word(word)
             out[row] /= max(float(np.linalg.norm(out[row])), 1e-9)
         return out
+
+
+def text_row(text: str) -> dict[str, np.ndarray]:
+    """The text model's answer row for a fake upstream: its harassment score is the number after "=" in
+    `text` ("score=0.9"), every other score 0, no matches or evidence, model text_moderation@1."""
+    from services.router.dispatch import MODELS_OUTPUT
+    score = float(text.split("=")[1]) if "=" in text else 0.0
+    row: dict[str, np.ndarray] = {name: np.array([score if category == "harassment" else 0.0], np.float32)
+                                  for name, category in text_contract.SCORE_OUTPUTS.items()}
+    row.update({text_contract.MATCHES: np.array([b"[]"], object), text_contract.EVIDENCE: np.array([b"[]"], object),
+                text_contract.TARGET: np.array([0.0], np.float32),
+                MODELS_OUTPUT: np.array([json.dumps([["text_moderation", "1"]])], object)})
+    return row

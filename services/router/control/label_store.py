@@ -35,7 +35,7 @@ from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
 __all__ = ["Label", "LabelRepository", "LabelStore", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted", "check_items",
-           "decode_token", "encode_token"]
+           "check_page_limit", "check_room", "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
@@ -114,6 +114,19 @@ class LabelRepository(Protocol):
     def close(self) -> None: ...
 
 
+def check_page_limit(limit: int) -> None:
+    """InvalidRequestError for a page size outside 1..MAX_PAGE."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
+
+
+def check_room(tenant: str, total: int, added: int, max_per_tenant: int) -> None:
+    """LimitExceededError when `added` new items would take `tenant` past its bound."""
+    if total + added > max_per_tenant:
+        raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
+                                 f"the limit of {max_per_tenant}")
+
+
 def labels_json(labels: Mapping[str, int]) -> str:
     """A label set as stored: compact JSON, categories sorted."""
     return json.dumps(dict(sorted(labels.items())), separators=(",", ":"))
@@ -155,9 +168,7 @@ class LabelStore:
             known = self._existing(tenant, list(latest))
             total = self.count_locked(tenant)
             added = len(latest) - len(known)
-            if total + added > self.max_per_tenant:
-                raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
-                                         f"the limit of {self.max_per_tenant}")
+            check_room(tenant, total, added, self.max_per_tenant)
             self._db.executemany(
                 "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
@@ -170,8 +181,7 @@ class LabelStore:
         """`tenant`'s labels in item-id order after `page_token`, at most `limit` (1..MAX_PAGE) and about
         `MAX_PAGE_BYTES` of text, and the next token ("" at the end). InvalidRequestError for a bad limit or
         token."""
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
+        check_page_limit(limit)
         after = decode_token(page_token)
         with self._lock:
             rows = self._db.execute(

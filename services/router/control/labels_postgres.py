@@ -18,9 +18,8 @@ import time
 import zlib
 from typing import Callable, Sequence
 
-from services.common.errors import InvalidRequestError, LimitExceededError
-from services.router.control.label_store import (DEFAULT_PAGE, MAX_PAGE, Label, Submitted, check_items, decode_token,
-                                                 labels_json, page_of)
+from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_items, check_page_limit, check_room,
+                                                 decode_token, labels_json, page_of)
 from services.router.control.postgres import PgConnection
 from services.trainer.examples import MAX_EXAMPLES
 
@@ -50,9 +49,7 @@ class PostgresLabelStore:
             row = cursor.fetchone()
             total = int(row[0]) if row else 0
             added = len(latest) - len(known)
-            if total + added > self.max_per_tenant:
-                raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
-                                         f"the limit of {self.max_per_tenant}")
+            check_room(tenant, total, added, self.max_per_tenant)
             cursor.executemany(
                 "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (%s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (tenant, item_id) DO UPDATE SET text = EXCLUDED.text, labels = EXCLUDED.labels, "
@@ -63,8 +60,7 @@ class PostgresLabelStore:
 
     def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]:
         """`tenant`'s labels in item-id order after `page_token` (see LabelStore.page)."""
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
+        check_page_limit(limit)
         # Byte order (collation "C"), whatever the database's locale: the page token is the last item id.
         rows = self._db.fetch("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
                               "AND item_id COLLATE \"C\" > %s ORDER BY item_id COLLATE \"C\" LIMIT %s",

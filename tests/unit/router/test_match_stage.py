@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from services.common.contracts import match as contract
-from services.common.contracts import text as text_contract
 from services.router.control.audit import evidence_from_reference, evidence_reference
 from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, Row, UpstreamError
 from services.router.evaluate import evaluate
@@ -25,6 +24,7 @@ from services.router.pipeline import Pipeline
 from services.common.image_decode import ImageHeader
 from services.router.policy import CompiledPolicy, MatchRules, OcrRules, PolicyDocument, Thresholds, compile_policy
 from services.router.scheduler import Requester
+from tests.stubs import text_row
 from services.router.validation import ImagePart, TextPart, ValidItem
 
 
@@ -108,16 +108,7 @@ class Fake:
         except asyncio.CancelledError:
             self.cancelled = True
             raise
-        return [self._match_row(p) if self.modality == "match" else self._text_row(p.decode()) for p in payloads]
-
-    def _text_row(self, text: str) -> Row:
-        score = float(text.split("=")[1]) if "=" in text else 0.0
-        row: Row = {name: np.array([score if category == "harassment" else 0.0], np.float32)
-                    for name, category in text_contract.SCORE_OUTPUTS.items()}
-        row.update({text_contract.MATCHES: np.array([b"[]"], object), text_contract.EVIDENCE: np.array([b"[]"], object),
-                    text_contract.TARGET: np.array([0.0], np.float32),
-                    MODELS_OUTPUT: np.array([json.dumps([["text_moderation", "1"]])], object)})
-        return row
+        return [self._match_row(p) if self.modality == "match" else text_row(p.decode()) for p in payloads]
 
     def _match_row(self, envelope: bytes) -> Row:
         tenant, kind, content = contract.decode_item(envelope)

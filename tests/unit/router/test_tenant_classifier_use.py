@@ -30,6 +30,7 @@ from services.router.policy import (CompiledPolicy, FailureModes, PolicyDocument
                                     compile_policy)
 from services.router.scheduler import Requester
 from services.router.tenants import Tenant
+from tests.stubs import text_row
 from services.router.validation import TextPart, ValidItem
 from services.router.verdict_cache import VerdictCache, VerdictCacheConfig
 
@@ -135,16 +136,7 @@ class FakeDispatcher:
             raise self.fail
         texts = [p.decode() for p in payloads]
         self.seen.extend(texts)
-        return [self._classifier_row(t) if self.modality == "classifier" else self._text_row(t) for t in texts]
-
-    def _text_row(self, text: str) -> Row:
-        score = float(text.split("=")[1]) if "=" in text else 0.0
-        row: Row = {name: np.array([score if category == "harassment" else 0.0], np.float32)
-                    for name, category in text_contract.SCORE_OUTPUTS.items()}
-        row.update({text_contract.MATCHES: np.array([b"[]"], object), text_contract.EVIDENCE: np.array([b"[]"], object),
-                    text_contract.TARGET: np.array([0.0], np.float32),
-                    MODELS_OUTPUT: np.array([json.dumps([["text_moderation", "1"]])], object)})
-        return row
+        return [self._classifier_row(t) if self.modality == "classifier" else text_row(t) for t in texts]
 
     def _classifier_row(self, text: str) -> Row:
         score = 0.9 if "wallet" in text else 0.05
