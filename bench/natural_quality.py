@@ -8,7 +8,10 @@ The text models run in process exactly as `bench.quality` runs them (default pol
 flagged when any category takes REVIEW or BLOCK). Reported as JSON per profile: harmful messages flagged
 (recall), benign messages flagged (false-positive rate) and hard negatives flagged, per category
 (recall and precision of that category firing), per functionality and per target (the share of its
-messages decided correctly: a harmful one flagged, a benign one not) and per length group. Test rows that nearly duplicate a
+messages decided correctly: a harmful one flagged, a benign one not), per length group, and per
+subcategory (of the rows written as that kind whose parent category fired, the share for which the kind
+counted, and of the rows for which it counted, the share written as that kind: the kind deciding the
+category's action, docs/taxonomy.md). Test rows that nearly duplicate a
 training row (`near_duplicates`: Jaccard >= `NEAR_DUPLICATE` over character 4-grams) are left out and
 counted. The split's size, length distribution and distinct-bigram ratio (characters for Chinese, words
 for English) are reported with it.
@@ -27,12 +30,13 @@ from typing import Any, Mapping, Sequence
 from bench.quality import DEFAULT_POLICY, fired_categories, profile_rows
 from bench.text_models import load_model, score
 from services.common.serving.model_repository import DEFAULT_ROOT
-from services.common.taxonomy import TEXT_CATEGORIES
+from services.common.taxonomy import MODELLED_SUBCATEGORIES, SUBCATEGORIES, TEXT_CATEGORIES
 from services.router.control.versions import compile_stored_policy
 from services.router.policy import Profile
 from services.router.profiles import FAST_MODEL, SEMANTIC_MODEL
 
-__all__ = ["NATURAL_DIR", "NEAR_DUPLICATE", "corpus_stats", "decide", "length_bucket", "load_split", "near_duplicates", "report"]
+__all__ = ["NATURAL_DIR", "NEAR_DUPLICATE", "corpus_stats", "counted_kinds", "decide", "length_bucket", "load_split",
+           "near_duplicates", "report", "subcategory_report"]
 
 NATURAL_DIR = Path(__file__).resolve().parents[1] / "services" / "text" / "data" / "corpus_natural"
 NEAR_DUPLICATE = 0.8
@@ -133,6 +137,31 @@ def report(rows: Sequence[Mapping[str, Any]], fired: Sequence[set[str]]) -> dict
                           for name, ix in sorted(groups["length"].items())}}
 
 
+def counted_kinds(policy: Any, row: Any, fired: set[str]) -> set[str]:
+    """The modelled kinds that count for a text model's `row` under `policy`: the parent category fired and
+    the kind's share reaches the policy's `share` (services/router/fusion.py, `refine_by_subcategory`)."""
+    document = policy.document
+    return {kind for kind in MODELLED_SUBCATEGORIES if SUBCATEGORIES[kind].parent in fired
+            and row.subcategories.get(kind, 0.0) >= document.subcategory_rule(kind)[0]}
+
+
+def subcategory_report(rows: Sequence[Mapping[str, Any]], fired: Sequence[set[str]],
+                       kinds: Sequence[set[str]]) -> dict[str, Any]:
+    """Per modelled kind (module docstring): support, rows whose parent fired, recall and precision of the
+    kind counting among the rows whose parent fired."""
+    out: dict[str, Any] = {}
+    for kind in MODELLED_SUBCATEGORIES:
+        parent = SUBCATEGORIES[kind].parent
+        written = [i for i, r in enumerate(rows) if kind in r.get("subcategories", [])]
+        reached = [i for i in written if parent in fired[i]]
+        counted = [i for i in range(len(rows)) if kind in kinds[i] and parent in rows[i]["labels"]]
+        out[kind] = {"support": len(written), "parent_fired": len(reached),
+                     "recall": round(sum(1 for i in reached if kind in kinds[i]) / len(reached), 4) if reached else None,
+                     "precision": round(sum(1 for i in counted if kind in rows[i].get("subcategories", [])) / len(counted), 4)
+                     if counted else None}
+    return out
+
+
 def length_bucket(characters: int) -> str:
     """The length group of a text: "a <200", "b 200-599", "c 600-1499" or "d >=1500" characters.
 
@@ -155,7 +184,9 @@ def decide(rows: Sequence[Mapping[str, Any]], profiles: Sequence[Profile], model
     results: dict[str, dict[str, Any]] = {}
     for profile in profiles:
         scored, _, _ = profile_rows(profile, texts, models, policy, fast)
-        results[profile] = report(rows, [set(fired_categories(policy, t, r)) for t, r in zip(texts, scored)])
+        fired = [set(fired_categories(policy, t, r)) for t, r in zip(texts, scored)]
+        results[profile] = {**report(rows, fired), "subcategories": subcategory_report(
+            rows, fired, [counted_kinds(policy, r, f) for r, f in zip(scored, fired)])}
     return results
 
 

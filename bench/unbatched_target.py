@@ -4,7 +4,7 @@ This is the "second-generation" design the router is measured against: a client 
 calls each model service once per item. The services run with `batching.max_batch_size: 1` (see
 `bench/meshes.py`), so they never merge items either. An image item does what the router's pipeline
 does, per item: vision and OCR concurrently, then one text call per OCR line. Each call asks for
-the outputs the router asks for (the modality contracts' `ROUTER_OUTPUTS`, text contract v2) and its
+the outputs the router asks for (the modality contracts' `ROUTER_OUTPUTS`, text contract v3) and its
 row is decoded by the same contract (`decode_row`), so a response the router could not use is a
 failure here too (status `MALFORMED`). Fusion is skipped (it costs well under a millisecond), and
 there is no router hop, so this baseline is, if anything, flattered.

@@ -455,5 +455,6 @@ def text_row(text: str) -> dict[str, np.ndarray]:
                                   for name, category in text_contract.SCORE_OUTPUTS.items()}
     row.update({text_contract.MATCHES: np.array([b"[]"], object), text_contract.EVIDENCE: np.array([b"[]"], object),
                 text_contract.TARGET: np.array([0.0], np.float32),
+                **{name: np.array([0.0], np.float32) for name in text_contract.SUBCATEGORY_OUTPUTS},
                 MODELS_OUTPUT: np.array([json.dumps([["text_moderation", "1"]])], object)})
     return row

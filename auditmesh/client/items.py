@@ -43,13 +43,17 @@ class Item:
 
 @dataclass(frozen=True)
 class CategoryScore:
-    """One category the policy evaluated: its score (0..1), severity, action and the rule that decided."""
+    """One category the policy evaluated: its score (0..1), severity, action and the rule that decided, and
+    the kind of content that decided it (`subcategory`, e.g. "self_harm/intent"; "" when none did) with the
+    deciding text's share of each kind (docs/taxonomy.md, "Subcategories")."""
 
     category: str
     score: float
     severity: str
     action: str
     rule: str
+    subcategory: str = ""
+    shares: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ def verdict_from(response: Any) -> Verdict:
     return Verdict(request_id=response.request_id, item_id=response.item_id,
                    decision=DECISION_NAMES.get(response.decision, "unspecified"),
                    categories=tuple(CategoryScore(c.category, c.score, SEVERITY_NAMES.get(c.severity, "unspecified"),
-                                                  DECISION_NAMES.get(c.action, "unspecified"), c.rule)
+                                                  DECISION_NAMES.get(c.action, "unspecified"), c.rule, c.subcategory,
+                                                  {share.name: share.share for share in c.subcategories})
                                     for c in response.categories),
                    policy_name=response.policy_name, policy_version=response.policy_version,
                    degraded=response.degraded, response=response)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["CATEGORIES", "CUSTOM_PREFIX", "Category", "IMAGE_CATEGORIES", "LLAMA_GUARD_3", "TEXT_CATEGORIES",
-           "is_custom_category", "is_well_formed_custom_category"]
+__all__ = ["CATEGORIES", "CUSTOM_PREFIX", "Category", "IMAGE_CATEGORIES", "LLAMA_GUARD_3", "MODELLED_SUBCATEGORIES",
+           "SUBCATEGORIES", "Subcategory", "TEXT_CATEGORIES", "is_custom_category", "is_well_formed_custom_category",
+           "subcategories_of"]
 
 CUSTOM_PREFIX = "custom."
 #: The name after `custom.` of a category a tenant defines (trained classifiers, policy thresholds).
@@ -112,3 +113,86 @@ def is_well_formed_custom_category(category: str) -> bool:
         (True, False)
     """
     return category.startswith(CUSTOM_PREFIX) and _CUSTOM_NAME.fullmatch(category[len(CUSTOM_PREFIX):]) is not None
+
+
+@dataclass(frozen=True)
+class Subcategory:
+    """A kind of content inside a category that a trust-and-safety team acts on differently (`<parent>/<kind>`).
+
+    The text models give, for every English text, the share of each kind: the probability that the text is
+    of this kind *if* it is content of the parent category (heads trained on the naturalistic corpus's
+    parent-labelled rows; `sexual/minors` is read from references to minors instead, `minor_references`).
+    When the parent category fires, the kinds whose share reaches the policy's `share` decide its action
+    (`subcategories` in a policy, services/router/policy.py). `default_action` is that action in a policy
+    that does not set it; `floor` is the lowest action any policy may give it (None: no floor).
+    """
+
+    name: str
+    description: str
+    default_action: str
+    openai: str
+    azure: str
+    llama_guard: tuple[str, ...]
+    #: "heads": the text models' subcategory heads; "minor_references": references to minors in the text.
+    scored_by: str = "heads"
+    floor: str | None = None
+
+    @property
+    def parent(self) -> str:
+        """The category this kind belongs to (the part before the slash)."""
+        return self.name.split("/", 1)[0]
+
+    def __post_init__(self) -> None:
+        if "/" not in self.name or self.parent not in CATEGORIES:
+            raise ValueError(f"subcategory {self.name!r} must be <category>/<kind> of a taxonomy category")
+        if self.default_action not in ("allow", "review", "block") or self.floor not in (None, "review", "block"):
+            raise ValueError(f"subcategory {self.name!r}: default_action/floor must be allow, review or block")
+        unknown = [code for code in self.llama_guard if code not in LLAMA_GUARD_3]
+        if unknown:
+            raise ValueError(f"subcategory {self.name!r}: llama_guard {unknown[0]!r} is not one of S1..S14")
+        if self.scored_by not in ("heads", "minor_references"):
+            raise ValueError(f"subcategory {self.name!r}: scored_by must be 'heads' or 'minor_references'")
+
+
+SUBCATEGORIES: dict[str, Subcategory] = {s.name: s for s in (
+    Subcategory("self_harm/intent",
+                "Someone says they want to hurt or kill themselves, or are about to (ideation, plans, goodbyes): a "
+                "person in crisis. Default REVIEW, so a platform can route them to support instead of removing them.",
+                "review", "self-harm/intent", "SelfHarm", ("S11",)),
+    Subcategory("self_harm/instructions",
+                "How to hurt or kill oneself: methods, amounts, ways to hide it.", "block",
+                "self-harm/instructions", "SelfHarm", ("S11",)),
+    Subcategory("self_harm/encouragement",
+                "Urging or daring someone to hurt or kill themselves (\"kys\"), or praising self-harm.", "block",
+                "self-harm", "SelfHarm", ("S11",)),
+    Subcategory("violence/threat",
+                "A threat or call to hurt a person or group, direct or veiled.", "block",
+                "violence", "Violence", ("S1",)),
+    Subcategory("violence/graphic",
+                "A depiction of injury, gore or death, without a threat. Default REVIEW (age-gate or warn).",
+                "review", "violence/graphic", "Violence", ("S1",)),
+    Subcategory("harassment/threatening",
+                "Harassment of a person that threatens them (harm, exposure, \"watch your back\").", "block",
+                "harassment/threatening", "Hate (harassment), Violence", ("S1",)),
+    Subcategory("hate/threatening",
+                "Hate against a protected group that threatens or calls for violence against it.", "block",
+                "hate/threatening", "Hate, Violence", ("S10", "S1")),
+    Subcategory("sexual/minors",
+                "Any sexual content that involves or refers to a minor. BLOCK by default; no policy may lower "
+                "it below REVIEW.", "block", "sexual/minors", "Sexual", ("S4",),
+                scored_by="minor_references", floor="review"),
+)}
+
+#: The subcategories the text models' heads score, in the order of their heads' columns.
+MODELLED_SUBCATEGORIES: tuple[str, ...] = tuple(name for name, s in SUBCATEGORIES.items() if s.scored_by == "heads")
+
+
+def subcategories_of(category: str) -> tuple[Subcategory, ...]:
+    """The subcategories of `category`, in taxonomy order (() for one without any).
+
+    Example::
+
+        >>> [s.name for s in subcategories_of("violence")]
+        ['violence/threat', 'violence/graphic']
+    """
+    return tuple(s for s in SUBCATEGORIES.values() if s.parent == category)

@@ -8,6 +8,14 @@ thresholds; each hit takes the action its severity maps to, at most REVIEW for a
 REVIEW when the policy says that stage fails closed. The item's decision is the most severe action
 over all categories.
 
+Subcategories (`refine_by_subcategory`): when a category with kinds (docs/taxonomy.md) fires from its score
+or a hit, the text that decided it (its highest score, a hit counting 1) says which kinds it is: every kind
+whose share reaches the policy's `share` counts, and the most severe of their actions becomes the
+category's action (an ideation post: `self_harm/intent`, REVIEW; a threatening insult:
+`harassment/threatening`, BLOCK). A kind with a floor (`sexual/minors`) also counts when the category
+scored at least `DEFAULT_SHARE` although the policy's own thresholds let it through, and its action is
+never capped below the floor.
+
 Evidence: a score that takes an action cites the model's spans for that category (`ScoreSpan`), or
 the whole text when the model gave none; a hit cites its span; text read by OCR also cites its line.
 
@@ -19,12 +27,14 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from services.common.contracts.match import Match
 from services.common.contracts.text import EvidenceSpan, LexiconHit
-from services.router.policy import ACTION_RANK, SEVERITY_NAMES, Action, CompiledPolicy, PolicyDocument, Thresholds
+from services.common.taxonomy import SUBCATEGORIES, subcategories_of
+from services.router.policy import (ACTION_RANK, DEFAULT_SHARE, SEVERITY_NAMES, Action, CompiledPolicy, PolicyDocument,
+                                    Thresholds)
 
 #: The stages of the tenant's own classifier: on text parts, and on OCR lines.
 CLASSIFIER_STAGES = ("classifier", "ocr_text_classifier")
@@ -42,6 +52,8 @@ FAILURE_MODE_OF_STAGE = {"text": "text", "ocr_text": "text", "text_semantic": "t
 RULE_PREFIX = "rule:"
 #: Thresholds of a category the policy does not list: its score never acts, its hits are not capped.
 NO_THRESHOLDS = Thresholds()
+#: The categories that have kinds (taxonomy order).
+_PARENTS: tuple[str, ...] = tuple(dict.fromkeys(kind.parent for kind in SUBCATEGORIES.values()))
 
 
 #: A blocklist or context-rule hit in a text (offsets into that text's original form): the text
@@ -65,6 +77,8 @@ class TextFinding:
     matches: Sequence[BlockMatch]
     ocr_line: int = -1
     evidence: Sequence[ScoreSpan] = ()
+    #: Share of each subcategory (taxonomy name -> 0..1), as the text model gave it.
+    subcategories: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,10 @@ class CategoryVerdict:
     severity: str  # "none" | "low" | "medium" | "high"
     action: Action
     rule: str
+    #: The kind that decided the action ("" when none counted: the score and hits decided alone).
+    subcategory: str = ""
+    #: The deciding text's share of each of this category's kinds (empty when no text decided it).
+    shares: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,6 +249,7 @@ def fuse(policy: CompiledPolicy, signals: Signals) -> Verdict:
     evidence = _EvidenceList(signals.ocr_lines)
     verdicts = _score_verdicts(document, signals, evidence)
     _apply_hits(document, signals.texts, verdicts, evidence)
+    refine_by_subcategory(document, signals.texts, verdicts, evidence)
     _apply_matches(document, signals.matches, verdicts, evidence)
     _report_images(signals.images, evidence)
     decision: Action = "allow"
@@ -301,6 +320,64 @@ def _apply_hits(document: PolicyDocument, texts: Sequence[TextFinding], verdicts
             evidence.add_text(TextSpanEvidence(match.category, finding.part_index, match.start, match.end, match.text,
                                                matched_term=match.term, lexicon=match.source,
                                                ocr_line=finding.ocr_line, score=1.0))
+
+
+def _deciding_text(category: str, texts: Sequence[TextFinding], minimum: float, hits: bool) -> TextFinding | None:
+    """The text whose own signal for `category` is strongest: its score, or 1 for a hit of the category
+    (when `hits`); only a text whose signal reaches `minimum` (the lowest score that acts), so an
+    image-decided category is not refined by a benign caption."""
+    best: tuple[float, TextFinding] | None = None
+    for finding in texts:
+        strength = float(finding.scores.get(category, 0.0))
+        if hits and any(m.category == category for m in finding.matches):
+            strength = 1.0
+        if strength >= minimum and (best is None or strength > best[0]):
+            best = (strength, finding)
+    return None if best is None else best[1]
+
+
+def refine_by_subcategory(document: PolicyDocument, texts: Sequence[TextFinding], verdicts: dict[str, CategoryVerdict],
+                          evidence: _EvidenceList) -> None:
+    """Each category with kinds takes the action of the kinds its deciding text is (module docstring)."""
+    for category in _PARENTS:
+        kinds = subcategories_of(category)
+        verdict = verdicts.get(category)
+        fired = verdict is not None and verdict.action != "allow"
+        if not fired and not any(k.floor for k in kinds):
+            continue
+        thresholds = document.categories.get(category, NO_THRESHOLDS)
+        # A category that fired is refined by the text that fired it; one that did not, only for a kind
+        # with a floor, by a text whose score reaches the calibrated operating point.
+        acting = [t for t in (thresholds.review, thresholds.block) if t is not None]
+        minimum = min([*acting, DEFAULT_SHARE]) if fired else DEFAULT_SHARE
+        finding = _deciding_text(category, texts, minimum, hits=fired)
+        if finding is None:
+            continue
+        shares = {k.name: float(finding.subcategories[k.name]) for k in kinds if k.name in finding.subcategories}
+        counted: list[tuple[int, float, str, Action]] = []
+        for kind in kinds:
+            if not fired and kind.floor is None:
+                continue
+            share, rule_action = document.subcategory_rule(kind.name)
+            if shares.get(kind.name, 0.0) < share:
+                continue
+            action = rule_action if kind.floor else thresholds.capped(rule_action)
+            counted.append((ACTION_RANK[action], shares[kind.name], kind.name, action))
+        score = verdict.score if verdict is not None else float(finding.scores.get(category, 0.0))
+        if not counted:
+            if verdict is not None and shares:
+                verdicts[category] = replace(verdict, shares=shares)
+            continue
+        _, share, name, action = max(counted)
+        rule = f"subcategories.{name}.action={action} (share {share:.2f} >= {document.subcategory_rule(name)[0]:g})"
+        before = f"{verdict.rule}; " if verdict is not None and verdict.rule else ""
+        verdicts[category] = CategoryVerdict(category, score, _severity_for(action, score), action, before + rule,
+                                             name, shares)
+        for span in finding.evidence:
+            if span.category == name and 0 <= span.start < span.end <= len(finding.text):
+                evidence.add_text(TextSpanEvidence(name, finding.part_index, span.start, span.end,
+                                                   finding.text[span.start:span.end], lexicon=span.source,
+                                                   ocr_line=finding.ocr_line, score=share))
 
 
 def match_action(document: PolicyDocument, match: Match) -> Action | None:

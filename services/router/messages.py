@@ -32,8 +32,11 @@ def response_for(request_id: str, item_id: str, policy_name: str, policy_version
                                    degraded=bool(verdict.degradations), cached=outcome.cached,
                                    short_circuited=outcome.short_circuited)
     for category in verdict.categories:
-        response.categories.add(category=category.category, score=category.score, severity=SEVERITIES[category.severity],
-                                action=DECISIONS[category.action], rule=category.rule)
+        entry = response.categories.add(category=category.category, score=category.score,
+                                        severity=SEVERITIES[category.severity], action=DECISIONS[category.action],
+                                        rule=category.rule, subcategory=category.subcategory)
+        for name, share in category.shares.items():
+            entry.subcategories.add(name=name, share=share)
     _add_evidence(response, verdict)
     for name, version in outcome.models:
         response.models.add(name=name, version=version)

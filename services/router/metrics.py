@@ -27,7 +27,7 @@ from services.common.errors import DeadlineExceededError, LimitExceededError, Qu
 from services.common.status import status_for
 from services.common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS
 from services.router.admission import OverQuotaError
-from services.router.fusion import Degradation
+from services.router.fusion import CategoryVerdict, Degradation
 
 UNKNOWN = "unknown"
 NO_DECISION = "none"
@@ -94,6 +94,10 @@ class RouterMetrics:
                                 ["stage", "reason", "handling"], registry=registry)
         self.shed = Counter("auditmesh_router_shed", "Items refused for load or time", ["qos_class", "reason"],
                             registry=registry)
+        self.subcategories = Counter("auditmesh_router_subcategory_decisions",
+                                     "Categories whose action a kind of content decided (e.g. self_harm/intent: "
+                                     "someone in crisis), by subcategory and action", ["subcategory", "action"],
+                                     registry=registry)
         self.in_flight = Gauge("auditmesh_router_in_flight_items", "Items being moderated now", ["qos_class"],
                                registry=registry)
         self.batch_size = Histogram("auditmesh_router_batch_size", "Items per batch sent to an upstream", ["upstream"],
@@ -151,6 +155,12 @@ class RouterMetrics:
         """The failed (or skipped) stages of one answered item."""
         for degradation in degradations:
             self.degraded.labels(degradation.stage, reason_kind(degradation.reason), degradation.handling).inc()
+
+    def record_subcategories(self, categories: Sequence[CategoryVerdict]) -> None:
+        """The kinds of content that decided categories of one answered item (docs/taxonomy.md)."""
+        for category in categories:
+            if category.subcategory:
+                self.subcategories.labels(category.subcategory, category.action).inc()
 
     def record_refused(self, tenant: str, qos_class: str, code: grpc.StatusCode, error: BaseException,
                        total_s: float | None = None) -> None:

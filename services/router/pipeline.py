@@ -437,7 +437,8 @@ def text_finding(text: MatchableText, row: text_contract.TextRow) -> TextFinding
     matches = [BlockMatch(m.category, m.term, m.severity, m.start, m.end, m.text,
                           m.source if m.source.startswith(RULE_PREFIX) else DEFAULT_LEXICON, max_action=m.max_action)
                for m in row.matches]
-    return TextFinding(part_index, content, row.scores, matches, line, evidence=row.evidence)
+    return TextFinding(part_index, content, row.scores, matches, line, evidence=row.evidence,
+                       subcategories=row.subcategories)
 
 
 def _note_models(collected: _Collected, stage: str, rows: Sequence[dict[str, Any]]) -> None:

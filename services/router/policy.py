@@ -22,6 +22,10 @@ Example (`config/policies/default.yaml`)::
     failure: {text: closed, vision: open, ocr: open, classifier: open, model_unloaded: closed}
     audit: {include_content: false}   # the audit log keeps no raw text unless this is true
 
+Subcategories (docs/taxonomy.md) refine a category that fires: `subcategories: {self_harm/intent: {share: 0.5,
+action: review}}` (`SubcategoryRule`); a policy that does not name one gets the taxonomy's default action
+for it, and no policy may give `sexual/minors` less than REVIEW.
+
 A policy may also read the requesting tenant's own classifier (`tenant_classifier: {version: 68b7e413a4f1}`,
 `TenantClassifierUse`; docs/tenant-classifiers.md) and set thresholds on the custom categories it was
 trained for (`categories: {custom.crypto_scam: {review: 0.5, block: 0.9}}`), and match known content
@@ -40,7 +44,7 @@ from typing import Literal, Mapping
 
 from services.common.config import FieldError
 from services.common.contracts.classifier import is_version
-from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX, is_well_formed_custom_category
+from services.common.taxonomy import CATEGORIES, CUSTOM_PREFIX, SUBCATEGORIES, is_well_formed_custom_category
 from services.common.text_match.lexicon import Lexicon, LexiconEntry
 from services.router.policy_migration import migrate_categories
 
@@ -248,6 +252,28 @@ class MatchRules:
     short_circuit: bool = True
 
 
+#: A subcategory's share at or above this (the heads' calibrated operating point) makes it the category's kind.
+DEFAULT_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class SubcategoryRule:
+    """What a category that fires does when its text is of this kind (docs/taxonomy.md, "Subcategories").
+
+    `share`: the kind counts when the text models' share for it (the probability that the category's
+    content is of this kind) is at least this. `action`: the category's action when this kind counts,
+    in place of the one its score and hits gave (the most severe when several count); the category's
+    `max_action` still caps it, except for a kind with a floor (`sexual/minors`). None: the taxonomy's
+    default action for the kind."""
+
+    share: float = DEFAULT_SHARE
+    action: Action | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.share <= 1.0:
+            raise FieldError("share", f"must be above 0 and at most 1, got {self.share}")
+
+
 @dataclass(frozen=True)
 class PolicyDocument:
     """The YAML document, as validated."""
@@ -264,6 +290,14 @@ class PolicyDocument:
     audit: AuditRules = field(default_factory=AuditRules)
     tenant_classifier: TenantClassifierUse | None = None
     matches: MatchRules | None = None
+    #: Per subcategory, as written; `subcategory_rule` fills in the taxonomy's defaults.
+    subcategories: Mapping[str, SubcategoryRule] = field(default_factory=dict)
+
+    def subcategory_rule(self, name: str) -> tuple[float, Action]:
+        """(share, action) for subcategory `name`: as this policy writes it, else the taxonomy's default."""
+        rule = self.subcategories.get(name, SubcategoryRule())
+        action: Action = rule.action or SUBCATEGORIES[name].default_action  # type: ignore[assignment]
+        return rule.share, action
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
@@ -275,6 +309,17 @@ class PolicyDocument:
             raise FieldError(f"categories.{unknown[0]}", f"not a taxonomy category; expected one of {sorted(CATEGORIES)} "
                                                          f"(docs/taxonomy.md) or {CUSTOM_PREFIX}<name> (lower-case "
                                                          f"letters, digits, underscores)")
+        for name, rule in self.subcategories.items():
+            kind = SUBCATEGORIES.get(name)
+            if kind is None:
+                raise FieldError(f"subcategories.{name}", f"not a taxonomy subcategory; expected one of "
+                                                           f"{sorted(SUBCATEGORIES)} (docs/taxonomy.md)")
+            if kind.floor is not None and rule.action is not None and ACTION_RANK[rule.action] < ACTION_RANK[kind.floor]:
+                raise FieldError(f"subcategories.{name}.action", f"{rule.action!r} is below {kind.floor!r}: no policy "
+                                                                  f"may lower {name} below {kind.floor} (docs/taxonomy.md)")
+            if kind.floor is not None and rule.share > DEFAULT_SHARE:
+                raise FieldError(f"subcategories.{name}.share", f"{rule.share:g} is above {DEFAULT_SHARE:g}: no policy "
+                                                                 f"may make {name} harder to find than the default")
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
                                          time.monotonic() - started)
                 if verdict.degradations:
                     self.metrics.record_degradations(verdict.degradations)
+                self.metrics.record_subcategories(verdict.categories)
                 if span is not None:
                     span.set_attributes({"auditmesh.decision": verdict.decision,
                                          "auditmesh.degraded": bool(verdict.degradations)})

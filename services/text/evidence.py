@@ -1,4 +1,4 @@
-"""Evidence spans: which words drove each category's score (the EVIDENCE output of contract v2).
+"""Evidence spans: which words drove each category's score (the EVIDENCE output of contract v3).
 
 For every category whose score reaches `EVIDENCE_MIN`, in order of preference:
 

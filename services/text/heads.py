@@ -33,9 +33,10 @@ BIAS = "bias"
 
 
 class Heads:
-    """One heads file: `predict` runs a whole batch in one `session.run`."""
+    """One heads file: `predict` runs a whole batch in one `session.run`. `columns`: how many heads it holds
+    (the seven categories, or the modelled subcategories for a subcategory heads file)."""
 
-    def __init__(self, entry: RepositoryEntry, options: SessionOptions) -> None:
+    def __init__(self, entry: RepositoryEntry, options: SessionOptions, columns: int = len(CATEGORIES)) -> None:
         import onnx
         from onnx import numpy_helper
 
@@ -44,15 +45,16 @@ class Heads:
         initializers = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
         self.weights = np.asarray(initializers[WEIGHTS], dtype=np.float32)
         self.bias = np.asarray(initializers[BIAS], dtype=np.float32)
-        if self.weights.shape[1] != len(CATEGORIES):
-            raise ValueError(f"{entry.path}: weights have {self.weights.shape[1]} columns, expected {len(CATEGORIES)}")
+        if self.weights.shape[1] != columns:
+            raise ValueError(f"{entry.path}: weights have {self.weights.shape[1]} columns, expected {columns}")
+        self.columns = columns
         self.n_features = int(self.weights.shape[0])
         self._session = create_session(str(entry.path), options)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        """Calibrated scores [N, 7] for features [N, F]."""
+        """Calibrated scores [N, columns] for features [N, F]."""
         if features.shape[0] == 0:
-            return np.zeros((0, len(CATEGORIES)), np.float32)
+            return np.zeros((0, self.columns), np.float32)
         if features.shape[1] != self.n_features:
             raise ValueError(f"{self.entry.name}: expected {self.n_features} features, got {features.shape[1]}")
         return np.asarray(self._session.run([HEADS_OUTPUT], {HEADS_INPUT: features.astype(np.float32)})[0],

@@ -1,6 +1,6 @@
 """The fast text model `text_moderation` (profile fast): lexicon + context rules + linear heads.
 
-KServe v2 tensors: contract v2, declared once in `services.common.contracts.text`.
+KServe v2 tensors: contract v3, declared once in `services.common.contracts.text`.
 
 Per batch: each text is normalised (`services.common.text_match.normalize`) and unspaced runs are
 split (`services.text.segment`); the lexicon matches the result and the context rules decide which
@@ -8,8 +8,10 @@ hits count and add rule hits (`services.text.context`); the two legacy classifie
 `spam_en`) and the URL/keyword signals become features (`services.text.features`); the TF-IDF
 vectoriser, the static token vectors distilled from the tuned MiniLM (`static_en`,
 `services.text.static_embedding`) and the calibrated heads (`text_heads_fast`, over [TF-IDF, static
-embedding, structured]) give the seven category scores. Every ONNX session runs once per batch. A text
-over 600 characters is read in windows, each scored like a short text (`services.text.windows`).
+embedding, structured]) give the seven category scores, and the subcategory heads (`text_subheads_fast`,
+over [static embedding, structured]) the share of each kind (`services.text.subcategories`). Every ONNX
+session runs once per batch. A text over 600 characters is read in windows, each scored like a short text
+(`services.text.windows`).
 
 The heads are English: their TF-IDF vocabulary and training rows are English, so on a text with
 CJK characters and no other letter they would score its structured features alone (noise: on the
@@ -47,6 +49,7 @@ from services.common.serving.model_repository import RepositoryEntry, find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.flags import with_flags
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
+from services.common.taxonomy import MODELLED_SUBCATEGORIES
 from services.common.text_match.scripts import blank_han, has_cjk, latin_words
 from services.text.multilingual import ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, MultilingualEncoder, ZhSemanticHeads
 from services.text.classifier import TextClassifier
@@ -57,6 +60,7 @@ from services.text.features import Analysis, CheapAnalyzer
 from services.text.embedding import DIMENSION
 from services.text.heads import Heads, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
+from services.text.subcategories import SUBCATEGORY_HEADS_FAST, minors_evidence, subcategory_shares
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 from services.text.windows import windowed_infer
 
@@ -74,7 +78,7 @@ TFIDF_MODEL = "tfidf_en"
 FAST_HEADS = "text_heads_fast"
 #: The model-repository entries `TextModerationModel` opens (a repository copy must hold all of them).
 REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, ZH_CHARS_TFIDF,
-                                      ZH_SEMANTIC_HEADS)
+                                      ZH_SEMANTIC_HEADS, SUBCATEGORY_HEADS_FAST)
 _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
                  "youareanidiot")
 
@@ -82,13 +86,15 @@ _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 pr
 @dataclass(frozen=True)
 class FastScores:
     """The fast path's answer for a batch: the analyses, TF-IDF rows, calibrated scores [N, 7], what
-    the English heads read of each text (`heads_text`) and whether they read it at all (`english_reads`)."""
+    the English heads read of each text (`heads_text`), whether they read it at all (`english_reads`), and
+    the subcategory heads' scores [N, len(MODELLED_SUBCATEGORIES)]."""
 
     analyses: list[Analysis]
     tfidf: np.ndarray
     scores: np.ndarray
     heads_texts: list[str]
     english: list[bool]
+    subcategory_heads: np.ndarray
 
 
 def english_reads(text: str) -> bool:
@@ -131,7 +137,7 @@ def heads_text(analysis: Analysis) -> str:
 
 
 class TextPipelineShape:
-    """What both served text models share: the platform, the batch size and text contract v2's tensors."""
+    """What both served text models share: the platform, the batch size and text contract v3's tensors."""
 
     platform = "auditmesh_text_pipeline"
     max_batch_size = 64
@@ -156,6 +162,8 @@ class TextModerationModel(TextPipelineShape):
         self._tfidf = TfidfVectorizerModel(find_model(TFIDF_MODEL, root=root), session_options)
         self._static = StaticEmbedder(find_model(STATIC_MODEL, root=root), session_options)
         self._heads = Heads(find_model(FAST_HEADS, root=root), session_options)
+        self._subheads = Heads(find_model(SUBCATEGORY_HEADS_FAST, root=root), session_options,
+                               columns=len(MODELLED_SUBCATEGORIES))
         self._zh_semantic = ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=root), find_model(ZH_CHARS_TFIDF, root=root),
                                             session_options)
         self._lexicon_path = DEFAULT_LEXICON_PATH if lexicon is None else None
@@ -166,6 +174,9 @@ class TextModerationModel(TextPipelineShape):
             raise ValueError(f"{FAST_HEADS}: expects {self._heads.n_features} features, the models give "
                              f"{self._tfidf_width} TF-IDF + {DIMENSION} static + {len(self.analyzer.names)} "
                              f"structured; run `make models`")
+        if self._subheads.n_features != DIMENSION + len(self.analyzer.names):
+            raise ValueError(f"{SUBCATEGORY_HEADS_FAST}: expects {self._subheads.n_features} features, the models give "
+                             f"{DIMENSION} static + {len(self.analyzer.names)} structured; run `make models`")
 
     @property
     def _tfidf_width(self) -> int:
@@ -198,14 +209,16 @@ class TextModerationModel(TextPipelineShape):
         tfidf = self._tfidf.transform(segmented)
         structured = np.stack([a.features for a in analyses]) if analyses else np.zeros((0, len(self.analyzer.names)),
                                                                                           np.float32)
-        scores = self._heads.predict(head_features(tfidf, self._static.embed(segmented), structured))
+        static = self._static.embed(segmented)
+        scores = self._heads.predict(head_features(tfidf, static, structured))
+        subcategory_heads = self._subheads.predict(np.hstack([static, structured]).astype(np.float32))
         english = [english_reads(text) for text in segmented]
         scores[[i for i, read in enumerate(english) if not read]] = 0.0  # Chinese or emoji only: the heads abstain
         chinese = [i for i, a in enumerate(analyses) if has_cjk(a.segmented.text)]
         if chinese:  # the multilingual heads read the Chinese (restored text) and only ever raise a score
             zh = self._zh_semantic.score([analyses[i].segmented.text for i in chinese])
             scores[chinese] = np.maximum(scores[chinese], zh)
-        return FastScores(analyses, tfidf, scores, segmented, english)
+        return FastScores(analyses, tfidf, scores, segmented, english, subcategory_heads)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch (see the module docstring; a long text is read in windows, `services.text.windows`).
@@ -214,10 +227,10 @@ class TextModerationModel(TextPipelineShape):
         return windowed_infer(texts, self.infer_texts, max_batch_size=self.max_batch_size)
 
     def infer_texts(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Contract v2 outputs for decoded texts, each read whole."""
+        """Contract v3 outputs for decoded texts, each read whole."""
         result = self.score(texts)
         fallbacks = self.sentence_fallbacks(result)
-        return encode_outputs(result.analyses, result.scores, fallbacks)
+        return encode_outputs(result.analyses, result.scores, fallbacks, result.subcategory_heads, result.english)
 
     def sentence_fallbacks(self, result: FastScores) -> list[dict[int, tuple[int, int, str]]]:
         """Per text and category: the sentence with the highest head score, for flagged texts with no hit."""
@@ -252,7 +265,8 @@ class TextModerationModel(TextPipelineShape):
     def model_files(self) -> Sequence[ModelFile]:
         """The ONNX files plus pseudo entries for the lexicon and the context-rule and spam-signal data."""
         files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._static.entry,
-                                          self._heads.entry, self._zh_semantic.chars, self._zh_semantic.entry)]
+                                          self._heads.entry, self._zh_semantic.chars, self._zh_semantic.entry,
+                                          self._subheads.entry)]
         return files + data_files(self._lexicon, self._lexicon_path)
 
     def _legacy(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -282,11 +296,17 @@ def data_files(lexicon: Lexicon, lexicon_path: Path | None) -> list[ModelFile]:
 
 
 def encode_outputs(analyses: Sequence[Analysis], scores: np.ndarray,
-                   fallbacks: Sequence[Mapping[int, tuple[int, int, str]]]) -> dict[str, np.ndarray]:
-    """Contract v2 output tensors for a batch (scores [N, 7] in CATEGORIES order)."""
+                   fallbacks: Sequence[Mapping[int, tuple[int, int, str]]], subcategory_heads: np.ndarray,
+                   english: Sequence[bool]) -> dict[str, np.ndarray]:
+    """Contract v3 output tensors for a batch (scores [N, 7] in CATEGORIES order; the subcategory heads'
+    scores [N, len(MODELLED_SUBCATEGORIES)], counted where `english` says the English heads read the text)."""
     count = len(analyses)
     out: dict[str, np.ndarray] = {name: scores[:, column:column + 1].astype(np.float32).reshape(count, 1)
                                   for column, name in enumerate(contract.SCORE_OUTPUTS)}
+    originals = [analysis.normalized.original for analysis in analyses]
+    shares = subcategory_shares(subcategory_heads, originals, english)
+    for column, name in enumerate(contract.SUBCATEGORY_OUTPUTS):
+        out[name] = shares[:, column:column + 1].reshape(count, 1)
     matches = np.empty((count, 1), dtype=object)
     evidence = np.empty((count, 1), dtype=object)
     target = np.zeros((count, 1), dtype=np.float32)
@@ -295,6 +315,7 @@ def encode_outputs(analyses: Sequence[Analysis], scores: np.ndarray,
         spans = [span for column, category in enumerate(contract.CATEGORIES)
                  for span in category_evidence(category, float(scores[index, column]), analysis.hits,
                                                fallbacks[index].get(column), len(analysis.normalized.original))]
+        spans.extend(minors_evidence(originals[index]))
         evidence[index, 0] = contract.encode_evidence(spans)
         target[index, 0] = 1.0 if analysis.flags.target else 0.0
     out[contract.MATCHES] = matches

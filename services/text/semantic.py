@@ -1,12 +1,13 @@
 """The semantic text model `text_semantic` (profile accurate): the fast path plus MiniLM-L6 and its heads.
 
-KServe v2 tensors: contract v2 (`services.common.contracts.text`), the same as `text_moderation`.
+KServe v2 tensors: contract v3 (`services.common.contracts.text`), the same as `text_moderation`.
 
 Per batch: the fast path runs (`TextModerationModel.score`: lexicon, context rules, cheap features,
 fast heads); the segmented normalised texts are embedded with MiniLM-L6 in one `session.run`
 (`services.text.embedding`); the semantic heads (`text_heads_semantic`) read
 [embedding (384), lexical-head logits (7), structured cheap features] and give the seven calibrated
-scores. The lexical heads (`text_heads_lexical`: TF-IDF + structured features, no embedding) exist for
+scores; the subcategory heads (`text_subheads_semantic`) read [embedding, structured] and give the share
+of each kind (`services.text.subcategories`) in place of the fast model's. The lexical heads (`text_heads_lexical`: TF-IDF + structured features, no embedding) exist for
 this stacking only: the fast heads also read static vectors distilled from the same encoder, and
 stacked on those the semantic heads gained nothing and flagged more benign dev rows (dev, corpus en
 1.4.0: lexical logits 0.901 head macro F1 / 11.2 % benign FPR; fast logits 0.901 / 12.5 %). Evidence
@@ -49,6 +50,7 @@ from services.common.serving.model_api import ModelFile
 from services.common.serving.model_repository import find_model
 from services.common.serving.onnx_session import SessionOptions
 from services.common.text_match.lexicon import Lexicon
+from services.common.taxonomy import MODELLED_SUBCATEGORIES
 from services.common.text_match.scripts import has_cjk
 from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
@@ -56,6 +58,7 @@ from services.text.heads import Heads
 from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
                                  encode_outputs, english_reads)
+from services.text.subcategories import SUBCATEGORY_HEADS_SEMANTIC
 from services.text.windows import screened_infer
 from services.text.zh_ngram import ZH_HEADS, ZH_TFIDF_MODEL, ZhNgramHeads, without_untargeted
 
@@ -68,7 +71,7 @@ SEMANTIC_HEADS = "text_heads_semantic"
 LEXICAL_HEADS = "text_heads_lexical"  # [TF-IDF, structured] -> 7 logits, the semantic heads' stacking input
 #: The model-repository entries `TextSemanticModel` opens (the fast model's plus MiniLM and its heads).
 REPOSITORY_MODELS: tuple[str, ...] = (*fast_model.REPOSITORY_MODELS, LEXICAL_HEADS, EMBEDDING_MODEL, SEMANTIC_HEADS,
-                                      ZH_TFIDF_MODEL, ZH_HEADS)
+                                      ZH_TFIDF_MODEL, ZH_HEADS, SUBCATEGORY_HEADS_SEMANTIC)
 _CLIP = 1e-6
 #: Chosen on the dev split only by `python -m bench.corroboration` (the lowest floor within 0.002 of the
 #: best dev macro F1; corpus en 1.4.0, template-weighted training: floor 0 -> 0.2 moves dev macro F1
@@ -148,6 +151,11 @@ class TextSemanticModel(TextPipelineShape):
         self._embedder = SentenceEmbedder(find_model(EMBEDDING_MODEL, root=root), session_options)
         self._heads = Heads(find_model(SEMANTIC_HEADS, root=root), session_options)
         self._lexical = Heads(find_model(LEXICAL_HEADS, root=root), session_options)
+        self._subheads = Heads(find_model(SUBCATEGORY_HEADS_SEMANTIC, root=root), session_options,
+                               columns=len(MODELLED_SUBCATEGORIES))
+        if self._subheads.n_features != DIMENSION + len(self.fast.analyzer.names):
+            raise ValueError(f"{SUBCATEGORY_HEADS_SEMANTIC}: expects {self._subheads.n_features} features, the model "
+                             f"gives {DIMENSION + len(self.fast.analyzer.names)}; run `make models`")
         self._zh = ZhNgramHeads(find_model(ZH_TFIDF_MODEL, root=root), find_model(ZH_HEADS, root=root), session_options)
         lexical_width = len(self.fast.tfidf_vocabulary) + len(self.fast.analyzer.names)
         if self._lexical.n_features != lexical_width:
@@ -166,9 +174,10 @@ class TextSemanticModel(TextPipelineShape):
                               max_windows=SEMANTIC_MAX_WINDOWS)
 
     def infer_texts(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Contract v2 outputs for decoded texts, each read whole."""
+        """Contract v3 outputs for decoded texts, each read whole."""
         fast = self.fast.score(texts)
         scores = fast.scores.astype(np.float32).copy()
+        subcategory_heads = fast.subcategory_heads.astype(np.float32).copy()
         fallbacks: list[dict[int, tuple[int, int, str]]] = [{} for _ in texts]
         # MiniLM reads English; CJK characters become [UNK]s and its heads would score noise. So it reads
         # only a text's non-CJK letters (CJK blanked), a CJK text without any keeps the fast scores, and for
@@ -186,7 +195,7 @@ class TextSemanticModel(TextPipelineShape):
             zh = without_untargeted(self._zh.score(zh_texts), zh_texts)
             scores[chinese] = np.maximum(scores[chinese], zh)
         if not rows:
-            return encode_outputs(fast.analyses, scores, fallbacks)
+            return encode_outputs(fast.analyses, scores, fallbacks, subcategory_heads, fast.english)
         analyses = [fast.analyses[i] for i in rows]
         seen = [blank_han(fast.heads_texts[i]) for i in rows]
         embeddings = self._embedder.embed(seen)
@@ -194,6 +203,7 @@ class TextSemanticModel(TextPipelineShape):
         lexical = self._lexical.predict(np.hstack([fast.tfidf[rows], structured]).astype(np.float32))
         features = np.hstack([embeddings.vectors, logits(lexical), structured]).astype(np.float32)
         semantic = self._heads.predict(features)
+        subcategory_heads[rows] = self._subheads.predict(np.hstack([embeddings.vectors, structured]).astype(np.float32))
         has_han = cjk[rows][:, None]  # blank_han changed exactly these texts
         scores[rows] = np.where(has_han, np.maximum(scores[rows], semantic), semantic)
         reported = list(fast.analyses)
@@ -210,7 +220,7 @@ class TextSemanticModel(TextPipelineShape):
                 span = token_span(contributions[k], embeddings.offsets[k], analyses[k].segmented)
                 if span is not None:
                     fallbacks[rows[k]][column] = (span[0], span[1], "head:tokens")
-        return encode_outputs(reported, scores, fallbacks)
+        return encode_outputs(reported, scores, fallbacks, subcategory_heads, fast.english)
 
     def warmup(self) -> None:
         """Run the fast model's warm-up batch through this model."""
@@ -218,6 +228,8 @@ class TextSemanticModel(TextPipelineShape):
         self.infer({"TEXT": np.array([[b"see you tomorrow"], [b"i know where you live"]], dtype=object)})
 
     def model_files(self) -> Sequence[ModelFile]:
-        """The fast model's files plus the lexical heads, MiniLM, the semantic heads and the Chinese heads."""
+        """The fast model's files plus the lexical heads, MiniLM, the semantic heads, the Chinese heads and the
+        subcategory heads."""
         return [*self.fast.model_files(), _model_file(self._lexical.entry), _model_file(self._embedder.entry),
-                _model_file(self._heads.entry), *(_model_file(e) for e in self._zh.entries)]
+                _model_file(self._heads.entry), *(_model_file(e) for e in self._zh.entries),
+                _model_file(self._subheads.entry)]

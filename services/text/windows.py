@@ -9,8 +9,9 @@ the model scores every window in the same batches as the short texts, and per ca
 its highest window's score (lowered a little per window, `length_adjusted`, so that length alone
 does not raise it), with that window's evidence as the category's evidence (so the evidence
 of a harmful paragraph in a long benign text is that paragraph, not the whole text). Lexicon and rule
-hits (MATCHES) are the union of the windows' hits, and TARGET is set when any window has a target.
-Offsets are shifted back into the text as sent.
+hits (MATCHES) are the union of the windows' hits, and TARGET is set when any window has a target. A
+subcategory's share, and its evidence, are those of its parent category's deciding window (the kind of the
+content that decided the category). Offsets are shifted back into the text as sent.
 
 Everything here is plain Python over the contract's tensors; `windowed_infer` wraps a model's batch
 function. The number of windows is bounded by the router's `limits.max_text_chars` (20,000 characters:
@@ -153,7 +154,7 @@ def length_adjusted(score: float, windows: int, per_window_logit: float) -> floa
 
 
 def merge(window_plan: WindowPlan, outputs: dict[str, np.ndarray], per_window_logit: float = 0.5) -> dict[str, np.ndarray]:
-    """Contract v2 outputs per text from the outputs per window (see the module docstring); each category's
+    """Contract v3 outputs per text from the outputs per window (see the module docstring); each category's
     deciding score is `length_adjusted` by the text's window count."""
     rows = window_plan.rows_per_text()
     if all(len(r) == 1 for r in rows):  # nothing was cut: the windows are the texts
@@ -166,6 +167,12 @@ def merge(window_plan: WindowPlan, outputs: dict[str, np.ndarray], per_window_lo
         deciding[category] = best
         merged[name] = np.array([length_adjusted(float(column[b]), len(r), per_window_logit) for b, r in zip(best, rows)],
                                 dtype=np.float32).reshape(-1, 1)
+    for name, subcategory in contract.SUBCATEGORY_OUTPUTS.items():
+        column = np.asarray(outputs[name], dtype=np.float32).reshape(-1)
+        parent = deciding[subcategory.split("/", 1)[0]]
+        merged[name] = np.array([float(column[parent[index]]) for index in range(window_plan.count)],
+                                dtype=np.float32).reshape(-1, 1)
+        deciding[subcategory] = parent
     target = np.asarray(outputs[contract.TARGET], dtype=np.float32).reshape(-1)
     merged[contract.TARGET] = np.array([[max(float(target[row]) for row in r)] for r in rows], dtype=np.float32)
     matches = np.empty((window_plan.count, 1), dtype=object)
@@ -197,7 +204,7 @@ InferTexts = Callable[[list[str]], dict[str, np.ndarray]]
 
 def windowed_infer(texts: Sequence[str], infer_texts: InferTexts, *, max_batch_size: int,
                    config: WindowConfig = DEFAULT_WINDOWS) -> dict[str, np.ndarray]:
-    """Contract v2 outputs for `texts`: `infer_texts` (a model's batch function over decoded texts) runs
+    """Contract v3 outputs for `texts`: `infer_texts` (a model's batch function over decoded texts) runs
     on their windows in batches of at most `max_batch_size`, and `merge` folds the windows back."""
     window_plan = plan(texts, config)
     return merge(window_plan, _batched(infer_texts, list(window_plan.texts), max_batch_size), config.per_window_logit)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.natural_quality import corpus_stats, near_duplicates, report
+from bench.natural_quality import corpus_stats, counted_kinds, near_duplicates, report, subcategory_report
+from services.common.contracts.text import TextRow
+from services.router.policy import PolicyDocument, SubcategoryRule, compile_policy
 
 
 def test_near_duplicates_are_found_across_spacing_and_case_but_not_for_other_messages() -> None:
@@ -34,3 +36,26 @@ def test_corpus_stats_report_size_lengths_and_bigram_variety() -> None:
     assert (stats["rows"], stats["harmful"], stats["benign"], stats["hard_negatives"]) == (2, 1, 1, 0)
     assert stats["length"]["min"] == 3 and stats["length"]["max"] == 4
     assert stats["distinct_bigram_ratio"] == round(4 / 5, 4)  # ab, ba, ab, xy, yz: 4 distinct of 5
+
+
+def test_subcategory_report_measures_the_kind_among_rows_whose_parent_fired() -> None:
+    rows: list[dict[str, Any]] = [
+        {"text": "a", "labels": ["self_harm"], "subcategories": ["self_harm/intent"]},
+        {"text": "b", "labels": ["self_harm"], "subcategories": ["self_harm/intent"]},
+        {"text": "c", "labels": ["self_harm"], "subcategories": ["self_harm/intent"]},
+        {"text": "d", "labels": ["self_harm"], "subcategories": ["self_harm/encouragement"]}]
+    fired = [{"self_harm"}, {"self_harm"}, set(), {"self_harm"}]
+    kinds = [{"self_harm/intent"}, set(), set(), {"self_harm/intent"}]
+    intent = subcategory_report(rows, fired, kinds)["self_harm/intent"]
+    assert intent == {"support": 3, "parent_fired": 2, "recall": 0.5, "precision": 0.5}
+    assert subcategory_report(rows, fired, kinds)["violence/graphic"] == \
+        {"support": 0, "parent_fired": 0, "recall": None, "precision": None}
+
+
+def test_a_kind_counts_only_where_its_parent_fired_and_its_share_reaches_the_policys() -> None:
+    policy = compile_policy(PolicyDocument(name="p", version="1",
+                                           subcategories={"violence/graphic": SubcategoryRule(share=0.8)}))
+    row = TextRow({}, (), subcategories={"self_harm/intent": 0.6, "violence/graphic": 0.7, "violence/threat": 0.5})
+    assert counted_kinds(policy, row, {"violence"}) == {"violence/threat"}
+    assert counted_kinds(policy, row, {"violence", "self_harm"}) == {"violence/threat", "self_harm/intent"}
+    assert counted_kinds(policy, row, set()) == set()

@@ -36,6 +36,7 @@ class FakeModel:
         out[contract.MATCHES] = np.array([[b"[]"]] * n, object)
         out[contract.EVIDENCE] = np.array([[b"[]"]] * n, object)
         out[contract.TARGET] = np.zeros((n, 1), np.float32)
+        out.update({name: np.zeros((n, 1), np.float32) for name in contract.SUBCATEGORY_OUTPUTS})
         return out
 
 

@@ -1,4 +1,4 @@
-"""bench/unbatched_target.py: the unbatched baseline asks for and decodes text contract v2, as the
+"""bench/unbatched_target.py: the unbatched baseline asks for and decodes text contract v3, as the
 router does; a response the router could not use is a failure (MALFORMED); briefly run against the
 real unbatched services."""
 
@@ -45,6 +45,7 @@ class _Client:
         arrays: dict[str, Any] = {name: np.array([[0.25]], np.float32) for name in text_contract.SCORE_OUTPUTS}
         arrays |= {"MATCHES": np.array([[b"[]"]], object), "EVIDENCE": np.array([[b"[]"]], object),
                    "TARGET": np.array([[0.0]], np.float32)}
+        arrays |= {name: np.array([[0.0]], np.float32) for name in text_contract.SUBCATEGORY_OUTPUTS}
         arrays.pop(self.missing, None)
         return _Result(arrays)
 

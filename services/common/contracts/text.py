@@ -1,4 +1,4 @@
-"""The text modality's tensor contract v2: what both text models serve and the router reads.
+"""The text modality's tensor contract v3: what both text models serve and the router reads.
 
 Two served models share it: `text_moderation` (profile fast: normalisation, lexicon + context rules,
 linear heads over cheap features) and `text_semantic` (profile accurate: the same plus a MiniLM-L6
@@ -17,6 +17,10 @@ sentence embedding and heads over [embedding, cheap scores]).
   span(s) that drove each category's score (same offsets as MATCHES).
 * `TARGET` FP32 [N, 1]: 1.0 when the text addresses a person (second person / named person) or names a
   protected group, else 0.0.
+* subcategory outputs FP32 [N, 1], one per taxonomy subcategory (`SUBCATEGORY_OUTPUTS`: SELF_HARM_INTENT,
+  ..., SEXUAL_MINORS): the share of that kind, the probability that the text is of this kind *if* it is
+  content of the parent category (not how likely it is parent content: that is the parent's score).
+  0 where the model does not tell kinds apart (a text the English heads do not read). v3 added these.
 
 Example::
 
@@ -29,16 +33,17 @@ Example::
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from services.common.contracts.rows import MalformedRowError, row_float, row_json
 from services.common.contracts.tensors import TensorSpec
+from services.common.taxonomy import SUBCATEGORIES
 
 __all__ = ["CATEGORIES", "EVIDENCE", "EvidenceSpan", "INPUT", "LexiconHit", "MATCHES", "MAX_ACTIONS", "MODEL_NAME",
-           "MODEL_NAMES", "OUTPUTS", "ROUTER_OUTPUTS", "SCORE_OUTPUTS", "SEMANTIC_MODEL_NAME", "TARGET", "TextRow",
+           "MODEL_NAMES", "OUTPUTS", "ROUTER_OUTPUTS", "SCORE_OUTPUTS", "SEMANTIC_MODEL_NAME", "SUBCATEGORY_OUTPUTS", "TARGET", "TextRow",
            "decode_row", "encode_evidence", "encode_matches"]
 
 #: The fast model (profile fast; balanced asks it first).
@@ -52,6 +57,8 @@ SCORE_OUTPUTS: Mapping[str, str] = {"HARASSMENT": "harassment", "HATE": "hate", 
                                     "SELF_HARM": "self_harm", "SEXUAL": "sexual", "PROFANITY": "profanity",
                                     "SPAM": "spam"}
 CATEGORIES: tuple[str, ...] = tuple(SCORE_OUTPUTS.values())
+#: Subcategory share outputs and the taxonomy subcategory each one feeds (taxonomy order).
+SUBCATEGORY_OUTPUTS: Mapping[str, str] = {name.upper().replace("/", "_"): name for name in SUBCATEGORIES}
 MATCHES = "MATCHES"
 EVIDENCE = "EVIDENCE"
 TARGET = "TARGET"
@@ -59,7 +66,8 @@ TARGET = "TARGET"
 MAX_ACTIONS = ("review",)
 OUTPUTS: tuple[TensorSpec, ...] = (*(TensorSpec(name, "FP32", (1,)) for name in SCORE_OUTPUTS),
                                    TensorSpec(MATCHES, "BYTES", (1,)), TensorSpec(EVIDENCE, "BYTES", (1,)),
-                                   TensorSpec(TARGET, "FP32", (1,)))
+                                   TensorSpec(TARGET, "FP32", (1,)),
+                                   *(TensorSpec(name, "FP32", (1,)) for name in SUBCATEGORY_OUTPUTS))
 #: What the router asks for (everything here).
 ROUTER_OUTPUTS: tuple[str, ...] = tuple(spec.name for spec in OUTPUTS)
 
@@ -110,12 +118,14 @@ class EvidenceSpan:
 
 @dataclass(frozen=True)
 class TextRow:
-    """One text's answer: category scores, hits, evidence spans and whether it has a person/group target."""
+    """One text's answer: category scores, hits, evidence spans, whether it has a person/group target, and
+    the share of each subcategory (taxonomy name -> 0..1)."""
 
     scores: dict[str, float]
     matches: tuple[LexiconHit, ...]
     evidence: tuple[EvidenceSpan, ...] = ()
     target: bool = False
+    subcategories: Mapping[str, float] = field(default_factory=dict)
 
 
 def encode_matches(hits: Sequence[Mapping[str, Any]]) -> bytes:
@@ -131,7 +141,8 @@ def encode_evidence(spans: Sequence[EvidenceSpan]) -> bytes:
 def decode_row(row: Mapping[str, np.ndarray]) -> TextRow:
     """A typed TextRow from one response row; MalformedRowError if it breaks the contract."""
     scores = {category: row_float(row, name) for name, category in SCORE_OUTPUTS.items()}
-    return TextRow(scores, _decode_matches(row), _decode_evidence(row), row_float(row, TARGET) >= 0.5)
+    shares = {sub: row_float(row, name) for name, sub in SUBCATEGORY_OUTPUTS.items()}
+    return TextRow(scores, _decode_matches(row), _decode_evidence(row), row_float(row, TARGET) >= 0.5, shares)
 
 
 def _json_list(row: Mapping[str, np.ndarray], name: str) -> list[Any]:

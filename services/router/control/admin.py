@@ -333,8 +333,8 @@ def audit_message(record: AuditRecord) -> apb.AuditRecord:
         policy_version=record.policy_version, degraded=record.degraded, canary_arm=record.canary_arm,
         metadata=dict(record.metadata), content=list(record.content), cached=record.cached,
         models=[pb.ModelVersion(name=name, version=version) for name, version in record.models],
-        categories=[apb.AuditCategory(category=c.category, score=c.score, action=DECISIONS[c.action], rule=c.rule)
-                    for c in record.categories])
+        categories=[apb.AuditCategory(category=c.category, score=c.score, action=DECISIONS[c.action], rule=c.rule,
+                                      subcategory=c.subcategory) for c in record.categories])
     message.evidence.extend(evidence_message(evidence) for evidence in record.evidence)
     return message
 

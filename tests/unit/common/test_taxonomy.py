@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from services.common.contracts import text as text_contract
-from services.common.taxonomy import (CATEGORIES, IMAGE_CATEGORIES, LLAMA_GUARD_3, TEXT_CATEGORIES, Category,
-                                      is_custom_category)
+from services.common.taxonomy import (CATEGORIES, IMAGE_CATEGORIES, LLAMA_GUARD_3, MODELLED_SUBCATEGORIES,
+                                      SUBCATEGORIES, TEXT_CATEGORIES, Category, Subcategory, is_custom_category,
+                                      subcategories_of)
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "taxonomy.md"
 
@@ -60,3 +61,25 @@ def test_every_llama_guard_code_is_s1_to_s14() -> None:
 def test_custom_categories() -> None:
     assert is_custom_category("custom.brand")
     assert not is_custom_category("custom.") and not is_custom_category("hate")
+
+
+def test_doc_subcategory_table_matches_the_module() -> None:
+    table = _table("Subcategories")
+    assert set(table) == set(SUBCATEGORIES)
+    for name, kind in SUBCATEGORIES.items():
+        assert table[name] == [kind.description, kind.default_action, kind.floor or "(none)", kind.openai, kind.azure,
+                               ", ".join(kind.llama_guard), kind.scored_by], name
+
+
+def test_subcategories_belong_to_their_parent_and_the_contract_outputs_name_them_all() -> None:
+    assert [s.name for s in subcategories_of("self_harm")] == ["self_harm/intent", "self_harm/instructions",
+                                                               "self_harm/encouragement"]
+    assert all(s.parent in TEXT_CATEGORIES for s in SUBCATEGORIES.values())
+    assert tuple(text_contract.SUBCATEGORY_OUTPUTS.values()) == tuple(SUBCATEGORIES)
+    assert "SELF_HARM_INTENT" in text_contract.SUBCATEGORY_OUTPUTS and "SEXUAL_MINORS" in text_contract.SUBCATEGORY_OUTPUTS
+    assert MODELLED_SUBCATEGORIES == tuple(n for n in SUBCATEGORIES if n != "sexual/minors")
+    assert SUBCATEGORIES["sexual/minors"].floor == "review"
+    with pytest.raises(ValueError, match="<category>/<kind>"):
+        Subcategory("cheating/exams", "", "block", "", "", ())
+    with pytest.raises(ValueError, match="default_action"):
+        Subcategory("hate/x", "", "delete", "", "", ())

@@ -14,7 +14,7 @@ from services.common.errors import QueueFullError
 from services.common.errors import DeadlineExceededError, LimitExceededError, UnauthenticatedError
 from services.common.metrics import new_registry
 from services.router.admission import OverQuotaError
-from services.router.fusion import Degradation
+from services.router.fusion import CategoryVerdict, Degradation
 from services.router.metrics import (PolicyVersionsCollector, RouterMetrics, SchedulerCollector, reason_kind,
                                      shed_reason)
 from tests.stubs import open_control, policy_yaml
@@ -40,6 +40,18 @@ def test_reason_kind(reason: str, kind: str) -> None:
 ])
 def test_shed_reason(error: BaseException, reason: str | None) -> None:
     assert shed_reason(error) == reason
+
+
+def test_the_kinds_that_decided_categories_are_counted_by_subcategory_and_action() -> None:
+    registry = new_registry("router", "0.1.0")
+    metrics = RouterMetrics(registry)
+    metrics.record_subcategories([CategoryVerdict("self_harm", 0.9, "medium", "review", "r", "self_harm/intent"),
+                                  CategoryVerdict("hate", 0.1, "none", "allow", "")])
+    metrics.record_subcategories([CategoryVerdict("self_harm", 0.9, "medium", "review", "r", "self_harm/intent")])
+    value = registry.get_sample_value
+    assert value("auditmesh_router_subcategory_decisions_total",
+                 {"subcategory": "self_harm/intent", "action": "review"}) == 2
+    assert value("auditmesh_router_subcategory_decisions_total", {"subcategory": "", "action": "allow"}) is None
 
 
 def test_an_answered_item_and_a_refused_one() -> None:

@@ -47,6 +47,7 @@ class FakeTextModel:
         row.update({contract.MATCHES: np.array([b"[]"], object),
                     contract.EVIDENCE: np.array([contract.encode_evidence(evidence)], object),
                     contract.TARGET: np.array([1.0 if "you" in text else 0.0], np.float32),
+                    **{name: np.array([0.0], np.float32) for name in contract.SUBCATEGORY_OUTPUTS},
                     MODELS_OUTPUT: np.array([json.dumps([[self.modality, "1"]])], object)})
         return row
 

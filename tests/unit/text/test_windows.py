@@ -53,6 +53,7 @@ def _outputs(scores: list[float], hits: list[list[dict[str, object]]], evidence:
     out[contract.MATCHES] = np.array([[json.dumps(h).encode()] for h in hits], dtype=object)
     out[contract.EVIDENCE] = np.array([[json.dumps(e).encode()] for e in evidence], dtype=object)
     out[contract.TARGET] = np.array(target, np.float32).reshape(n, 1)
+    out.update({name: np.zeros((n, 1), np.float32) for name in contract.SUBCATEGORY_OUTPUTS})
     return out
 
 
@@ -71,6 +72,20 @@ def test_merge_takes_the_deciding_window_and_shifts_offsets() -> None:
     evidence = json.loads(out[contract.EVIDENCE][1, 0])
     assert [(e["start"], e["end"]) for e in evidence] == [(62, 80)]
     assert out[contract.TARGET][:, 0].tolist() == [0.0, 1.0]
+
+
+def test_a_subcategory_share_and_its_evidence_come_from_the_parent_categorys_deciding_window() -> None:
+    window_plan = plan(["a" * 130], SMALL)  # windows at 0, 60, 120
+    minors = {"category": "sexual/minors", "start": 1, "end": 3, "score": 1.0, "source": "minor_reference"}
+    outputs = _outputs([0.9, 0.2, 0.3], [[]] * 3, [[], [minors], []], [0.0] * 3)
+    outputs["SEXUAL"] = np.array([[0.1], [0.8], [0.2]], np.float32)
+    outputs["VIOLENCE_THREAT"] = np.array([[0.7], [0.1], [0.95]], np.float32)  # the 0.95 is not violence's window
+    outputs["VIOLENCE_GRAPHIC"] = np.array([[0.2], [0.9], [0.1]], np.float32)
+    outputs["SEXUAL_MINORS"] = np.array([[0.0], [1.0], [0.0]], np.float32)
+    out = merge(window_plan, outputs, per_window_logit=0.0)
+    assert (float(out["VIOLENCE_THREAT"][0, 0]), float(out["VIOLENCE_GRAPHIC"][0, 0])) == pytest.approx((0.7, 0.2))
+    assert float(out["SEXUAL_MINORS"][0, 0]) == 1.0
+    assert [(e["category"], e["start"]) for e in json.loads(out[contract.EVIDENCE][0, 0])] == [("sexual/minors", 61)]
 
 
 def test_the_deciding_score_loses_odds_with_the_window_count() -> None:

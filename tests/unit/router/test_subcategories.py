@@ -1,0 +1,159 @@
+"""Subcategories in policies and fusion: the kind of content that fired a category decides its action."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pytest
+
+from services.common.config import ConfigError
+from services.common.taxonomy import SUBCATEGORIES
+from services.router.control.versions import parse_document
+from services.router.fusion import BlockMatch, CategoryVerdict, ImageFinding, ScoreSpan, Signals, TextFinding, \
+    TextSpanEvidence, Verdict, fuse
+from services.router.policy import PolicyDocument, SubcategoryRule, Thresholds, compile_policy
+
+CATEGORIES = {"harassment": Thresholds(review=0.5, block=0.85), "hate": Thresholds(review=0.5, block=0.85),
+              "violence": Thresholds(review=0.5, block=0.85), "self_harm": Thresholds(review=0.4, block=0.8),
+              "sexual": Thresholds(review=0.5, block=0.85)}
+DEFAULTS = compile_policy(PolicyDocument(name="p", version="1", categories=CATEGORIES))
+
+
+def shares(**given: float) -> dict[str, float]:
+    """Every subcategory's share as a text model gives it: 0 unless named (`self_harm__intent=0.9`)."""
+    values = {name: 0.0 for name in SUBCATEGORIES}
+    values.update({name.replace("__", "/"): value for name, value in given.items()})
+    return values
+
+
+def text(scores: Mapping[str, float], kinds: Mapping[str, float], body: str = "some text", part: int = 0,
+         evidence: tuple[ScoreSpan, ...] = (), matches: tuple[BlockMatch, ...] = ()) -> TextFinding:
+    return TextFinding(part, body, scores, matches, evidence=evidence, subcategories=kinds)
+
+
+def verdict_for(*texts: TextFinding, policy: PolicyDocument | None = None, images: tuple[ImageFinding, ...] = ()) -> Verdict:
+    compiled = DEFAULTS if policy is None else compile_policy(policy)
+    return fuse(compiled, Signals(texts=texts, images=images))
+
+
+def category(verdict: Verdict, name: str) -> CategoryVerdict:
+    return next(c for c in verdict.categories if c.category == name)
+
+
+def test_ideation_that_would_block_is_reviewed_and_says_self_harm_intent() -> None:
+    verdict = verdict_for(text({"self_harm": 0.95}, shares(self_harm__intent=0.93, self_harm__encouragement=0.04)))
+    self_harm = category(verdict, "self_harm")
+    assert (verdict.decision, self_harm.action, self_harm.subcategory) == ("review", "review", "self_harm/intent")
+    assert self_harm.rule == ("categories.self_harm.block >= 0.8; "
+                              "subcategories.self_harm/intent.action=review (share 0.93 >= 0.5)")
+    assert self_harm.shares == {"self_harm/intent": pytest.approx(0.93), "self_harm/instructions": 0.0,
+                                "self_harm/encouragement": pytest.approx(0.04)}
+    assert self_harm.severity == "medium"
+
+
+def test_instructions_or_encouragement_beside_intent_block_the_most_severe_kind_wins() -> None:
+    verdict = verdict_for(text({"self_harm": 0.9}, shares(self_harm__intent=0.8, self_harm__instructions=0.6)))
+    assert (category(verdict, "self_harm").action, category(verdict, "self_harm").subcategory) == \
+        ("block", "self_harm/instructions")
+    verdict = verdict_for(text({"self_harm": 0.45}, shares(self_harm__encouragement=0.9)))
+    assert (verdict.decision, category(verdict, "self_harm").subcategory) == ("block", "self_harm/encouragement")
+
+
+def test_a_category_that_did_not_fire_is_not_refined_and_no_kind_keeps_its_action() -> None:
+    quiet = verdict_for(text({"self_harm": 0.2}, shares(self_harm__encouragement=0.99)))
+    assert (quiet.decision, category(quiet, "self_harm").subcategory) == ("allow", "")
+    undecided = verdict_for(text({"violence": 0.9}, shares(violence__threat=0.3, violence__graphic=0.2)))
+    violence = category(undecided, "violence")
+    assert (violence.action, violence.subcategory) == ("block", "")
+    assert violence.shares["violence/threat"] == pytest.approx(0.3)
+
+
+def test_graphic_violence_is_reviewed_threats_block_threatening_harassment_blocks_at_review_score() -> None:
+    gore = verdict_for(text({"violence": 0.92}, shares(violence__graphic=0.88)))
+    assert (gore.decision, category(gore, "violence").subcategory) == ("review", "violence/graphic")
+    threat = verdict_for(text({"violence": 0.6}, shares(violence__threat=0.9)))
+    assert threat.decision == "block"
+    harassment = verdict_for(text({"harassment": 0.6}, shares(harassment__threatening=0.7)))
+    assert (category(harassment, "harassment").action, category(harassment, "harassment").subcategory) == \
+        ("block", "harassment/threatening")
+
+
+def test_a_policy_sets_its_own_share_and_action_and_the_parent_max_action_still_caps() -> None:
+    policy = PolicyDocument(name="p", version="2", categories={**CATEGORIES,
+                                                                "violence": Thresholds(review=0.5, max_action="review")},
+                            subcategories={"self_harm/intent": SubcategoryRule(share=0.95, action="block"),
+                                           "violence/threat": SubcategoryRule(action="block")})
+    below_share = verdict_for(text({"self_harm": 0.9}, shares(self_harm__intent=0.9)), policy=policy)
+    assert (category(below_share, "self_harm").action, category(below_share, "self_harm").subcategory) == ("block", "")
+    capped = verdict_for(text({"violence": 0.9}, shares(violence__threat=0.9)), policy=policy)
+    assert (capped.decision, category(capped, "violence").subcategory) == ("review", "violence/threat")
+
+
+def test_the_deciding_text_is_the_strongest_and_a_hit_counts_as_one() -> None:
+    kys = BlockMatch("self_harm", "kys", 3, 0, 3, "kys", "rule:kys")
+    verdict = verdict_for(text({"self_harm": 0.5}, shares(self_harm__intent=0.9), body="i want to die", part=0),
+                          text({"self_harm": 0.3}, shares(self_harm__encouragement=0.8), body="kys loser", part=1,
+                               matches=(kys,)))
+    assert (verdict.decision, category(verdict, "self_harm").subcategory) == ("block", "self_harm/encouragement")
+
+
+def test_an_image_decided_category_is_not_refined_by_a_benign_caption() -> None:
+    verdict = verdict_for(text({"violence": 0.1}, shares(violence__graphic=0.9)),
+                          images=(ImageFinding(1, "image_safety", {"violence": 0.95}),))
+    assert (verdict.decision, category(verdict, "violence").subcategory) == ("block", "")
+
+
+def test_sexual_minors_blocks_even_where_the_policy_lets_sexual_content_through() -> None:
+    adult = PolicyDocument(name="adult", version="1", categories={"sexual": Thresholds(review=0.99, max_action="review")})
+    reference = ScoreSpan("sexual/minors", 11, 13, 1.0, "minor_reference")
+    finding = text({"sexual": 0.8}, shares(sexual__minors=1.0), body="she's only 14 and", evidence=(reference,))
+    verdict = verdict_for(finding, policy=adult)
+    sexual = category(verdict, "sexual")
+    assert (verdict.decision, sexual.action, sexual.subcategory) == ("block", "block", "sexual/minors")
+    assert TextSpanEvidence("sexual/minors", 0, 11, 13, "14", lexicon="minor_reference", score=1.0) in verdict.evidence
+    # sexual content without a reference to a minor stays as the policy says; a reference alone is nothing
+    assert verdict_for(text({"sexual": 0.8}, shares()), policy=adult).decision == "allow"
+    assert verdict_for(text({"sexual": 0.1}, shares(sexual__minors=1.0)), policy=adult).decision == "allow"
+
+
+def test_no_policy_may_lower_sexual_minors_below_review_or_hide_it() -> None:
+    with pytest.raises(ValueError, match="below 'review'"):
+        PolicyDocument(name="p", version="1", subcategories={"sexual/minors": SubcategoryRule(action="allow")})
+    with pytest.raises(ValueError, match="harder to find"):
+        PolicyDocument(name="p", version="1", subcategories={"sexual/minors": SubcategoryRule(share=0.9)})
+    reviewed = PolicyDocument(name="p", version="1", categories={"sexual": Thresholds(review=0.5, max_action="allow")},
+                              subcategories={"sexual/minors": SubcategoryRule(action="review")})
+    verdict = verdict_for(text({"sexual": 0.7}, shares(sexual__minors=1.0)), policy=reviewed)
+    assert verdict.decision == "review"
+
+
+def test_policy_files_name_the_key_of_a_bad_subcategory() -> None:
+    base = "name: p\nversion: '1'\n"
+    with pytest.raises(ConfigError, match=r"subcategories\.self_harm/ideation.*not a taxonomy subcategory"):
+        parse_document("policy", base + "subcategories: {self_harm/ideation: {action: review}}\n", "p.yaml")
+    with pytest.raises(ConfigError, match=r"subcategories\.violence/graphic\.share"):
+        parse_document("policy", base + "subcategories: {violence/graphic: {share: 0}}\n", "p.yaml")
+    with pytest.raises(ConfigError, match=r"subcategories\.sexual/minors\.action"):
+        parse_document("policy", base + "subcategories: {sexual/minors: {action: allow}}\n", "p.yaml")
+    parsed = parse_document("policy", base + "subcategories: {violence/graphic: {action: block}}\n", "p.yaml")
+    assert parsed.compiled is not None
+    assert parsed.compiled.document.subcategory_rule("violence/graphic") == (0.5, "block")
+    assert parsed.compiled.document.subcategory_rule("self_harm/intent") == (0.5, "review")
+
+
+def test_policies_written_before_subcategories_keep_their_digest_and_get_the_default_kinds() -> None:
+    """Migration: a policy with no `subcategories` key parses as before (its stored version's digest is
+    unchanged, so its config file still imports as the same version) and acts through the defaults."""
+    written = "name: p\nversion: '1'\ncategories:\n  self_harm: {review: 0.4, block: 0.8}\n"
+    old = parse_document("policy", written, "p.yaml")
+    explicit_empty = parse_document("policy", written + "subcategories: {}\n", "p.yaml")
+    assert old.content_hash == explicit_empty.content_hash
+    assert "subcategories" not in old.canonical
+    set_one = parse_document("policy", written + "subcategories: {self_harm/intent: {action: block}}\n", "p.yaml")
+    assert set_one.content_hash != old.content_hash
+    assert old.compiled is not None
+    verdict = fuse(old.compiled, Signals(texts=[text({"self_harm": 0.9}, shares(self_harm__intent=0.9))]))
+    assert verdict.decision == "review"
+    # without shares (a text service that does not give them) the category decides exactly as before
+    assert fuse(old.compiled, Signals(texts=[text({"self_harm": 0.9}, {})])).categories == \
+        [CategoryVerdict("self_harm", 0.9, "high", "block", "categories.self_harm.block >= 0.8")]
