@@ -53,7 +53,7 @@ class CategoryScore:
     action: str
     rule: str
     subcategory: str = ""
-    shares: Mapping[str, float] = field(default_factory=dict)
+    shares: Mapping[str, float] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

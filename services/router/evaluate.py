@@ -90,7 +90,9 @@ def _merged(finding: TextFinding, extra: ClassifierFinding, use: TenantClassifie
             evidence = [span for span in evidence if span.category != category]
             if whole:
                 evidence.append(EvidenceSpan(category, 0, whole, score, extra.model))
-    return replace(finding, scores=scores, evidence=evidence)
+    # The shipped models' scores stay beside a replaced one: the floor of `sexual/minors` reads them.
+    shipped = dict(finding.scores) if use.mode == "replace" and finding.scores else finding.shipped_scores
+    return replace(finding, scores=scores, evidence=evidence, shipped_scores=shipped)
 
 
 def custom_findings(policy: CompiledPolicy, texts: Sequence[MatchableText]) -> list[TextFinding]:

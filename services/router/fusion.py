@@ -8,13 +8,15 @@ thresholds; each hit takes the action its severity maps to, at most REVIEW for a
 REVIEW when the policy says that stage fails closed. The item's decision is the most severe action
 over all categories.
 
-Subcategories (`refine_by_subcategory`): when a category with kinds (docs/taxonomy.md) fires from its score
-or a hit, the text that decided it (its highest score, a hit counting 1) says which kinds it is: every kind
-whose share reaches the policy's `share` counts, and the most severe of their actions becomes the
-category's action (an ideation post: `self_harm/intent`, REVIEW; a threatening insult:
-`harassment/threatening`, BLOCK). A kind with a floor (`sexual/minors`) also counts when the category
-scored at least `DEFAULT_SHARE` although the policy's own thresholds let it through, and its action is
-never capped below the floor.
+Subcategories (`refine_by_subcategory`, docs/taxonomy.md): each text is judged on its own. Where a
+text's own score takes an action in a category with kinds, the kinds whose share reaches the policy's
+`share` count, and the most severe of their actions may *lower* what that score asked for (an ideation
+post: `self_harm/intent`, REVIEW instead of BLOCK), never raise it; a hit's action is never lowered. A
+kind with a floor (`sexual/minors`: a reference to a minor anywhere in the same part) *raises* the text's
+action to the kind's, whenever the text is sexual content: its own signal acts, or its score (the
+shipped models', whatever a tenant classifier replaced) reaches `DEFAULT_SHARE` under a lenient policy.
+The category takes the most severe action over its texts, images and hits; the kind of the text that
+decided it is named. A kind never lowers an image's action or another text's.
 
 Evidence: a score that takes an action cites the model's spans for that category (`ScoreSpan`), or
 the whole text when the model gave none; a hit cites its span; text read by OCR also cites its line.
@@ -79,6 +81,9 @@ class TextFinding:
     evidence: Sequence[ScoreSpan] = ()
     #: Share of each subcategory (taxonomy name -> 0..1), as the text model gave it.
     subcategories: Mapping[str, float] = field(default_factory=dict)
+    #: The shipped text models' scores where a tenant classifier replaced them (`mode: replace`): the floor of
+    #: `sexual/minors` reads these, so a tenant's classifier cannot switch it off. None: `scores` are theirs.
+    shipped_scores: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -249,7 +254,7 @@ def fuse(policy: CompiledPolicy, signals: Signals) -> Verdict:
     evidence = _EvidenceList(signals.ocr_lines)
     verdicts = _score_verdicts(document, signals, evidence)
     _apply_hits(document, signals.texts, verdicts, evidence)
-    refine_by_subcategory(document, signals.texts, verdicts, evidence)
+    refine_by_subcategory(document, signals.texts, signals.images, verdicts, evidence)
     _apply_matches(document, signals.matches, verdicts, evidence)
     _report_images(signals.images, evidence)
     decision: Action = "allow"
@@ -322,62 +327,123 @@ def _apply_hits(document: PolicyDocument, texts: Sequence[TextFinding], verdicts
                                                ocr_line=finding.ocr_line, score=1.0))
 
 
-def _deciding_text(category: str, texts: Sequence[TextFinding], minimum: float, hits: bool) -> TextFinding | None:
-    """The text whose own signal for `category` is strongest: its score, or 1 for a hit of the category
-    (when `hits`); only a text whose signal reaches `minimum` (the lowest score that acts), so an
-    image-decided category is not refined by a benign caption."""
-    best: tuple[float, TextFinding] | None = None
+@dataclass(frozen=True)
+class _TextJudgement:
+    """One text's own action in a category with kinds; the kind that set or named it, with its share; and
+    `rule`: why, when the kind changed the action (else "": the category's rule stands)."""
+
+    action: Action
+    kind: str
+    share: float
+    finding: TextFinding
+    rule: str
+    note: str
+
+
+def _judge_text(document: PolicyDocument, category: str, finding: TextFinding, floor_shares: Mapping[str, float]
+                ) -> _TextJudgement:
+    """`finding`'s own action in `category` (module docstring): its score's action lowered by the kinds that
+    count, its hits' actions, raised by a floor kind. `floor_shares`: the floor kinds' shares of its part."""
+    thresholds = document.categories.get(category, NO_THRESHOLDS)
+    score = float(finding.scores.get(category, 0.0))
+    raw, rule = thresholds.action_for(score)
+    score_action = thresholds.capped(raw)
+    hit_action: Action = "allow"
+    for match in finding.matches:
+        if match.category == category:
+            hit_action = _stronger(hit_action, _hit_action(document, match))
+    action, kind, share, why, note = score_action, "", 0.0, "", ""
+    counted = []
+    for sub in subcategories_of(category):
+        if sub.floor is None and score_action != "allow":
+            needed, sub_action = document.subcategory_rule(sub.name)
+            given = float(finding.subcategories.get(sub.name, 0.0))
+            if given >= needed:
+                counted.append((ACTION_RANK[sub_action], given, sub.name, sub_action, needed))
+    if counted:
+        _, share, kind, sub_action, needed = max(counted)
+        note = f"subcategories.{kind}.action={sub_action} (share {share:.2f} >= {needed:g})"
+        if ACTION_RANK[sub_action] < ACTION_RANK[action]:
+            action, why = sub_action, f"categories.{category}.{rule}; {note}"
+        if ACTION_RANK[hit_action] > ACTION_RANK[action]:  # a hit is never lowered; it keeps the kind if that agrees
+            action, why = hit_action, ""
+            if ACTION_RANK[sub_action] < ACTION_RANK[hit_action]:
+                kind, share, note = "", 0.0, ""
+    action = _stronger(action, hit_action)
+    shipped = max(score, float((finding.shipped_scores or {}).get(category, 0.0)))
+    sexual_content = score_action != "allow" or hit_action != "allow" or shipped >= DEFAULT_SHARE
+    for sub in subcategories_of(category):
+        if sub.floor is None or not sexual_content:
+            continue
+        needed, sub_action = document.subcategory_rule(sub.name)
+        given = float(floor_shares.get(sub.name, 0.0))
+        if given >= needed:  # named whenever it counts (a platform may have to report it), raising if below
+            note = f"subcategories.{sub.name}.action={sub_action} (share {given:.2f} >= {needed:g}, floor {sub.floor})"
+            if ACTION_RANK[sub_action] > ACTION_RANK[action]:
+                action, why = sub_action, note
+            kind, share = sub.name, given
+    return _TextJudgement(action, kind, share, finding, why, note)
+
+
+def refine_by_subcategory(document: PolicyDocument, texts: Sequence[TextFinding], images: Sequence[ImageFinding],
+                          verdicts: dict[str, CategoryVerdict], evidence: _EvidenceList) -> None:
+    """Each category with kinds takes the most severe of its texts' own judgements (`_judge_text`), its
+    images' actions and its hits' actions (module docstring)."""
+    floor_kinds = [sub.name for sub in SUBCATEGORIES.values() if sub.floor is not None]
+    part_floor: dict[int, dict[str, float]] = {}
     for finding in texts:
-        strength = float(finding.scores.get(category, 0.0))
-        if hits and any(m.category == category for m in finding.matches):
-            strength = 1.0
-        if strength >= minimum and (best is None or strength > best[0]):
-            best = (strength, finding)
-    return None if best is None else best[1]
-
-
-def refine_by_subcategory(document: PolicyDocument, texts: Sequence[TextFinding], verdicts: dict[str, CategoryVerdict],
-                          evidence: _EvidenceList) -> None:
-    """Each category with kinds takes the action of the kinds its deciding text is (module docstring)."""
+        shares = part_floor.setdefault(finding.part_index, {})
+        for name in floor_kinds:
+            shares[name] = max(shares.get(name, 0.0), float(finding.subcategories.get(name, 0.0)))
     for category in _PARENTS:
-        kinds = subcategories_of(category)
         verdict = verdicts.get(category)
-        fired = verdict is not None and verdict.action != "allow"
-        if not fired and not any(k.floor for k in kinds):
+        judged = [_judge_text(document, category, finding, part_floor.get(finding.part_index, {})) for finding in texts
+                  if category in finding.scores or any(m.category == category for m in finding.matches)]
+        if not judged:
             continue
         thresholds = document.categories.get(category, NO_THRESHOLDS)
-        # A category that fired is refined by the text that fired it; one that did not, only for a kind
-        # with a floor, by a text whose score reaches the calibrated operating point.
-        acting = [t for t in (thresholds.review, thresholds.block) if t is not None]
-        minimum = min([*acting, DEFAULT_SHARE]) if fired else DEFAULT_SHARE
-        finding = _deciding_text(category, texts, minimum, hits=fired)
-        if finding is None:
-            continue
-        shares = {k.name: float(finding.subcategories[k.name]) for k in kinds if k.name in finding.subcategories}
-        counted: list[tuple[int, float, str, Action]] = []
-        for kind in kinds:
-            if not fired and kind.floor is None:
-                continue
-            share, rule_action = document.subcategory_rule(kind.name)
-            if shares.get(kind.name, 0.0) < share:
-                continue
-            action = rule_action if kind.floor else thresholds.capped(rule_action)
-            counted.append((ACTION_RANK[action], shares[kind.name], kind.name, action))
-        score = verdict.score if verdict is not None else float(finding.scores.get(category, 0.0))
-        if not counted:
+        image_action: Action = "allow"
+        for image in images:
+            if category in image.scores:
+                image_action = _stronger(image_action, thresholds.capped(thresholds.action_for(image.scores[category])[0]))
+        best = max(judged, key=lambda j: (ACTION_RANK[j.action], bool(j.kind), j.share))
+        final = _stronger(best.action, image_action)
+        before: Action = verdict.action if verdict is not None else "allow"
+        named = best.kind if best.action == final else ""
+        shares = {sub.name: float(best.finding.subcategories[sub.name]) for sub in subcategories_of(category)
+                  if sub.name in best.finding.subcategories} if final != "allow" else {}
+        if final == before and not named:
             if verdict is not None and shares:
                 verdicts[category] = replace(verdict, shares=shares)
             continue
-        _, share, name, action = max(counted)
-        rule = f"subcategories.{name}.action={action} (share {share:.2f} >= {document.subcategory_rule(name)[0]:g})"
-        before = f"{verdict.rule}; " if verdict is not None and verdict.rule else ""
-        verdicts[category] = CategoryVerdict(category, score, _severity_for(action, score), action, before + rule,
-                                             name, shares)
-        for span in finding.evidence:
-            if span.category == name and 0 <= span.start < span.end <= len(finding.text):
-                evidence.add_text(TextSpanEvidence(name, finding.part_index, span.start, span.end,
-                                                   finding.text[span.start:span.end], lexicon=span.source,
-                                                   ocr_line=finding.ocr_line, score=share))
+        score = max(verdict.score if verdict is not None else 0.0, float(best.finding.scores.get(category, 0.0)))
+        if best.rule and final == best.action:
+            rule = best.rule
+        else:
+            rule = "; ".join(part for part in (verdict.rule if verdict is not None else "", best.note if named else "")
+                             if part)
+        verdicts[category] = CategoryVerdict(category, score, _severity_for(final, score), final, rule, named, shares)
+        if named:
+            _cite_kind(category, named, best, texts, raised=before == "allow", evidence=evidence)
+
+
+def _cite_kind(category: str, kind: str, best: _TextJudgement, texts: Sequence[TextFinding], *, raised: bool,
+               evidence: _EvidenceList) -> None:
+    """The evidence of a kind that decided a category: its spans in the deciding text (for a floor kind, in
+    every text of the same part: the OCR lines of an image), and the category's own spans when the kind
+    made it act (`raised`: its score alone did not)."""
+    finding = best.finding
+    if raised:
+        for cited in _score_spans(category, float(finding.scores.get(category, 0.0)), finding):
+            evidence.add_text(cited)
+    floor = SUBCATEGORIES[kind].floor is not None
+    for other in texts:
+        if other is finding or (floor and other.part_index == finding.part_index):
+            for span in other.evidence:
+                if span.category == kind and 0 <= span.start < span.end <= len(other.text):
+                    evidence.add_text(TextSpanEvidence(kind, other.part_index, span.start, span.end,
+                                                       other.text[span.start:span.end], lexicon=span.source,
+                                                       ocr_line=other.ocr_line, score=best.share))
 
 
 def match_action(document: PolicyDocument, match: Match) -> Action | None:
@@ -404,8 +470,10 @@ def _apply_matches(document: PolicyDocument, matches: Sequence[MatchFinding], ve
         previous = verdicts.get(match.category)
         if previous is None or ACTION_RANK[action] > ACTION_RANK[previous.action] or (
                 previous.action == action and previous.score < 1.0):
+            kept = previous if previous is not None and previous.action == action else None  # keep its kind
             verdicts[match.category] = CategoryVerdict(match.category, 1.0, match.severity, action,
-                                                       f"match:{match.bank}@{match.bank_version}/{match.signal_type}")
+                                                       f"match:{match.bank}@{match.bank_version}/{match.signal_type}",
+                                                       kept.subcategory if kept else "", kept.shares if kept else {})
         evidence.items.append(MatchEvidence(match.category, finding.part_index, match.bank, match.bank_version,
                                             match.signal_type, match.distance, match.content_id))
 

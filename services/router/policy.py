@@ -23,8 +23,9 @@ Example (`config/policies/default.yaml`)::
     audit: {include_content: false}   # the audit log keeps no raw text unless this is true
 
 Subcategories (docs/taxonomy.md) refine a category that fires: `subcategories: {self_harm/intent: {share: 0.5,
-action: review}}` (`SubcategoryRule`); a policy that does not name one gets the taxonomy's default action
-for it, and no policy may give `sexual/minors` less than REVIEW.
+action: review}}` (`SubcategoryRule`: a kind lowers what a text's score asked for, `sexual/minors` raises);
+a policy that does not name one gets the taxonomy's default action for it, and no policy may give
+`sexual/minors` less than REVIEW.
 
 A policy may also read the requesting tenant's own classifier (`tenant_classifier: {version: 68b7e413a4f1}`,
 `TenantClassifierUse`; docs/tenant-classifiers.md) and set thresholds on the custom categories it was
@@ -260,11 +261,11 @@ DEFAULT_SHARE = 0.5
 class SubcategoryRule:
     """What a category that fires does when its text is of this kind (docs/taxonomy.md, "Subcategories").
 
-    `share`: the kind counts when the text models' share for it (the probability that the category's
-    content is of this kind) is at least this. `action`: the category's action when this kind counts,
-    in place of the one its score and hits gave (the most severe when several count); the category's
-    `max_action` still caps it, except for a kind with a floor (`sexual/minors`). None: the taxonomy's
-    default action for the kind."""
+    `share`: the kind counts for a text when the text models' share for it (the probability that the
+    category's content is of this kind) is at least this. `action`: what the text's own score may at most
+    ask for when this kind counts (the most severe when several count): a kind lowers, never raises, and
+    never lowers a hit (services/router/fusion.py); a kind with a floor (`sexual/minors`) instead raises
+    the text's action to it, past the category's `max_action`. None: the taxonomy's default action."""
 
     share: float = DEFAULT_SHARE
     action: Action | None = None

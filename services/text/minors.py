@@ -1,66 +1,91 @@
 """References to minors in a text: what makes sexual content `sexual/minors` (docs/taxonomy.md).
 
 The naturalistic corpus holds no sexual content about minors and never will (the project does not write
-it), so no head learns this kind. It is read instead from what the text says about someone's age: an
-age under 18 written the ways people write ages ("14 year old", "15yo", "13f", "aged 12", "in 8th
-grade"), and words that name a child ("kid", "child", "minor", "underage", "preteen", "middle schooler",
-"jailbait", "loli"). The share of `sexual/minors` is 1 when the text has such a reference and 0 when
-it has none; it counts only where the text is sexual content (the router reads it when `sexual` fires,
-or scores at least its operating point: services/router/fusion.py), so "my kid's school play" or
-"a 15 year old's first job" never act on their own. The span of each reference is the evidence.
+it), so no head learns this kind. It is read instead from what the text says about someone's age:
 
-Plain Python over the text as sent (case-insensitive; offsets are code points into it).
+* an age under 18 with an age word: "14 year old", "14-year-old", "15yo", "9 y/o", "14 y.o.", "fourteen
+  years old";
+* the age-and-sex tags of forums and chat: "13f", "(14F)", "m15", "14/f/usa", "f/14";
+* an age stated of someone: "she's 14", "she is 12,", "he was 13", "im 13", "i am 15", "ur 14?", "you're
+  13", "she's only 14", "not even 15"; and after an age cue: "aged 12", "age: 14", "turned 14", "barely 13";
+* a school year: "7th grade", "8th grader", "grade 8", "year 9 student", "a middle schooler", "in
+  middle school", "high schooler";
+* a word that names a minor and nothing else: "underage", "preteen", "toddler", "jailbait", "loli",
+  "shota" (not "kid", "child" or "minor": "2 kids, divorced", "child-free", "minors DNI" are what adult
+  platforms' users write of themselves); a word preceded by a negation ("no underage", "not underage") is
+  not a reference;
+* Chinese: an age under 18 with 岁 ("14岁", "十四岁"), and 初中生, 小学生, 未成年, 幼女, 萝莉, 女童, 男童, 幼童.
+
+Sizes, times, ratings, prices and counts after a number are not ages ("only 5 inches", "she's 5'4",
+"she's 10/10", "im 5 minutes away", "he's 6 foot", "top 10"). The text is read as sent and as the
+normaliser reads it (`services.common.text_match.normalize`: look-alike letters, full-width digits and
+spacing undone, so "kіd" and "１４" are found too), and each reference's span is given in the text as sent.
+
+The share of `sexual/minors` is 1 when the text has such a reference and 0 when it has none; it counts
+only where the text is sexual content (services/router/fusion.py), so "my 15 year old's first job" never
+acts on its own. The span of each reference is the evidence. Plain Python.
 
 Example::
 
     >>> [text[a:b] for text in ["she's only 14 and so hot"] for a, b in minor_references(text)]
     ['14']
-    >>> minor_references("a 25 year old woman"), minor_references("my 3 kids' school run")
-    ([], [(5, 9)])
+    >>> minor_references("a 25 year old woman"), minor_references("only 5 inches, 2 kids")
+    ([], [])
 """
 
 from __future__ import annotations
 
 import re
 
+from services.common.text_match.normalize import normalize
+
 __all__ = ["MINOR_WORDS", "minor_references"]
 
-#: Words that name a child or a minor (whole words; plurals included).
-MINOR_WORDS = ("kid", "kids", "kiddo", "child", "children", "minor", "minors", "underage", "under-age", "preteen",
-               "preteens", "pre-teen", "pre-teens", "toddler", "toddlers", "middle schooler", "middle schoolers",
-               "grade schooler", "elementary schooler", "schoolgirl", "schoolgirls", "schoolboy", "schoolboys",
-               "jailbait", "loli", "lolis", "lolicon", "shota", "shotacon", "little girl", "little girls",
-               "little boy", "little boys")
-_AGE = r"(?:[1-9]|1[0-7])"
+#: Words that name a minor and nothing else (whole words; plurals included).
+MINOR_WORDS = ("underage", "under-age", "preteen", "preteens", "pre-teen", "pre-teens", "toddler", "toddlers",
+               "jailbait", "loli", "lolis", "lolicon", "shota", "shotas", "shotacon", "middle schooler",
+               "middle schoolers", "grade schooler", "grade schoolers", "elementary schooler", "elementary schoolers",
+               "high schooler", "high schoolers")
+_ZH_WORDS = ("初中生", "小学生", "未成年", "幼女", "萝莉", "女童", "男童", "幼童")
+_AGE = r"(?:1[0-7]|[1-9])"
+_TEEN = r"(?:1[0-7])"
+_WORD_AGE = r"(?:five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen)"
+_ANY_AGE = rf"(?:{_AGE}|{_WORD_AGE})"
+#: What makes a number after a subject or a cue a size, a time, a rating, a price or a count, not an age.
+_NOT_AN_AGE = (r"(?!\s*(?:\d|[.,:/x]\d|%|'|\"|/|\+|(?:inch|inches|in|foot|feet|ft|cm|mm|m|km|miles?|kg|lbs?|pounds|stone|"
+               r"minutes?|mins?|hours?|hrs?|h|days?|weeks?|months?|am|pm|times?|of|out|more|dollars?|bucks|k|"
+               r"percent|points?|pts|kids?|children|girls?|boys?|guys?|people|men|women|drinks?|beers?|shots?|glasses?)\b))")
+_SUBJECT = (r"(?:she's|shes|she\s+is|she\s+was|he's|hes|he\s+is|he\s+was|i'm|im|i\s+am|i\s+was|you're|youre|"
+            r"you\s+are|ur|u\s+r|u\s+are)")
+_NEGATION = re.compile(r"(?:\bno|\bnot|\bnever|\bnon)[\s-]+$", re.IGNORECASE)
 _PATTERNS = (
-    # "14 year old", "14-year-old", "14 yrs old", "14yo", "14 y/o", "14 years of age"
-    re.compile(rf"(?<![\d.,])({_AGE})(?:\s*-?\s*(?:years?|yrs?|yr)\s*-?\s*(?:old|of age)|\s*(?:yo|y/o|y\.o\.))\b",
-               re.IGNORECASE),
-    # "13f", "15m", "(14F)", "f14", "M15": the age-and-sex tags of forums
-    re.compile(rf"(?<![\w.])({_AGE})\s?[fm](?![\w])|(?<![\w.])[fm]\s?({_AGE})(?![\w.])", re.IGNORECASE),
-    # "aged 12", "age 13", "is only 14", "she's 15", "he is 12"
-    re.compile(rf"\b(?:aged?|only|just)\s+({_AGE})\b(?!\s*(?:%|minutes?|mins?|hours?|days?|weeks?|months?|am|pm|"
-               rf"dollars?|bucks|times|[$£€]))", re.IGNORECASE),
-    re.compile(rf"\b(?:she|he|they)(?:'s|\s+is|\s+are|\s+was)\s+(?:only\s+|just\s+)?({_AGE})\b(?![\d.,:])(?!\s*(?:%|"
-               rf"minutes?|mins?|hours?|days?|weeks?|months?|am|pm|feet|ft|inches|in\b|cm|kg|lbs?|times|[$£€]))",
-               re.IGNORECASE),
-    # "in 8th grade", "a 7th grader", "year 9 student"
-    re.compile(r"\b(?:[1-9]|1[0-2])(?:st|nd|rd|th)[\s-]+grader?s?\b", re.IGNORECASE),
-    re.compile(r"\b(?:middle|junior high|elementary|primary|grade)\s+school(?:er)?s?\b", re.IGNORECASE),
-    re.compile(r"\b(?:" + "|".join(re.escape(word) for word in sorted(MINOR_WORDS, key=len, reverse=True)) + r")\b",
-               re.IGNORECASE),
+    # "14 year old", "14-year-old", "14 yrs old", "14 years of age", "14yo", "14 y/o", "14 y.o."
+    re.compile(rf"(?<![\d.,/$£€])({_ANY_AGE})(?:\s*-?\s*(?:years?|yrs?|yr)\s*-?\s*(?:old|of\s+age)\b|"
+               rf"\s*(?:yo|y/o|y\.o\.?)(?![a-z]))", re.IGNORECASE),
+    # forum tags: "13f", "(14F)", "14/f", "m15", "f/14" (two-digit ages only: "5m", "F1", "M3" are not tags)
+    re.compile(rf"(?<![\w.'/$£€-])({_TEEN})/?[fm](?![\w'])|(?<![\w'/.-])[fm]/?({_TEEN})(?![\w.'/:])", re.IGNORECASE),
+    # an age stated of someone: "she's 14", "she is 12,", "im 13", "ur 14?", "she's only 14", "not even 15"
+    re.compile(rf"\b{_SUBJECT}\s+(?:only\s+|just\s+|barely\s+|not\s+even\s+)?({_ANY_AGE})\b{_NOT_AN_AGE}", re.IGNORECASE),
+    # an age cue: "aged 12", "age: 14", "turned 14", "barely 13", "not even 15"
+    re.compile(rf"\b(?:aged?\s*:?|turned|turning|barely|not\s+even)\s*({_ANY_AGE})\b{_NOT_AN_AGE}", re.IGNORECASE),
+    # school years: "7th grade", "8th grader", "grade 8", "year 9 student", "in middle school"
+    re.compile(r"\b(?:[1-9]|1[0-2])(?:st|nd|rd|th)[\s-]+grader?s?\b|\bgrade\s+(?:[1-8])\b(?![.,:/]\d)|"
+               r"\byear\s+(?:[7-9]|1[01])\s+(?:student|pupil|girl|boy)s?\b|"
+               r"\bin\s+(?:middle|junior\s+high|elementary|primary|grade)\s+school\b", re.IGNORECASE),
+    re.compile(r"(?:" + "|".join(sorted(map(re.escape, _ZH_WORDS), key=len, reverse=True)) +
+               r"|(?<![\d.])(?:1[0-7]|[1-9])\s*岁|(?<![一二三四五六七八九十百])(?:十[一二三四五六七]?|[一二三四五六七八九])岁)"),
 )
+_WORDS = re.compile(r"\b(?:" + "|".join(re.escape(word) for word in sorted(MINOR_WORDS, key=len, reverse=True)) + r")\b",
+                    re.IGNORECASE)
 
 
 def minor_references(text: str) -> list[tuple[int, int]]:
-    """Half-open spans of the references to minors in `text` (an age under 18 or a word naming a child),
-    sorted and without overlaps (the age itself for a written age, the words for a name). See the module
-    docstring; empty when there is none."""
-    spans: set[tuple[int, int]] = set()
-    for pattern in _PATTERNS:
-        for found in pattern.finditer(text):
-            groups = [k for k in range(1, (pattern.groups or 0) + 1) if found.group(k) is not None]
-            spans.add(found.span(groups[0]) if groups else found.span())
+    """Half-open spans (in `text` as sent) of the references to minors in `text`, sorted and without overlaps:
+    the age itself for a written age, the words for a name (see the module docstring); empty when none."""
+    spans = set(_references(text.replace("’", "'")))
+    normalized = normalize(text)
+    if normalized.text != text:
+        spans.update(normalized.original_span(a, b) for a, b in _references(normalized.text.replace("’", "'")))
     kept: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if kept and start < kept[-1][1]:
@@ -68,3 +93,16 @@ def minor_references(text: str) -> list[tuple[int, int]]:
         else:
             kept.append((start, end))
     return kept
+
+
+def _references(text: str) -> list[tuple[int, int]]:
+    """Spans of references in `text` itself (one reading of it)."""
+    spans = []
+    for pattern in _PATTERNS:
+        for found in pattern.finditer(text):
+            groups = [k for k in range(1, pattern.groups + 1) if found.group(k) is not None]
+            spans.append(found.span(groups[0]) if groups else found.span())
+    for found in _WORDS.finditer(text):
+        if not _NEGATION.search(text[max(0, found.start() - 12):found.start()]):
+            spans.append(found.span())
+    return spans

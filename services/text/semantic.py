@@ -55,6 +55,7 @@ from services.common.text_match.scripts import has_cjk
 from services.text.embedding import DIMENSION, SentenceEmbedder
 from services.text.evidence import EVIDENCE_MIN, token_span
 from services.text.heads import Heads
+from services.text.hits import UNCORROBORATED_CATEGORIES, UNCORROBORATED_SEVERITY, chinese_term, unbacked
 from services.text import model as fast_model
 from services.text.model import (TextModerationModel, TextPipelineShape, _model_file, blank_han, decode_texts,
                                  encode_outputs, english_reads)
@@ -82,27 +83,7 @@ CORROBORATION_FLOOR = 0.2
 #: characters; every naturalistic test text) is read by MiniLM whole; a 20,000-character text costs
 #: MiniLM 8 windows, not 50 (bench/long_text_cost.py).
 SEMANTIC_MAX_WINDOWS = 8
-#: hits of these categories at this severity (the lexicon's top tier: slurs, child-exploitation terms)
-#: never drop out; below the floor they may at most REVIEW (`corroborated`). Threats are not among them:
-#: "I will kill you" at chess is the model's to judge.
-UNCORROBORATED_SEVERITY = 3
-UNCORROBORATED_CATEGORIES = frozenset({"hate", "sexual"})
 _COLUMN = {category: column for column, category in enumerate(contract.CATEGORIES)}
-
-
-def chinese_term(hit: contract.LexiconHit) -> bool:
-    """True for a hit of a Chinese entry (its term has CJK characters): in a text without CJK it was
-    matched in the pinyin or pinyin-initial space ("nmsl" for 你妈死了), Chinese written in Latin
-    letters, which the English heads cannot read; like Chinese text, the lexicon judges it alone.
-
-    Example::
-
-        >>> chinese_term(contract.LexiconHit("harassment", "你妈死了", 3, 0, 4, "nmsl"))
-        True
-        >>> chinese_term(contract.LexiconHit("profanity", "sb", 2, 0, 2, "sb"))
-        False
-    """
-    return has_cjk(hit.term)
 
 
 def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor: float) -> tuple[contract.LexiconHit, ...]:
@@ -124,8 +105,8 @@ def corroborated(hits: Sequence[contract.LexiconHit], scores: np.ndarray, floor:
     for hit in hits:
         if hit.category not in _COLUMN or chinese_term(hit) or float(scores[_COLUMN[hit.category]]) >= floor:
             kept.append(hit)
-        elif hit.severity >= UNCORROBORATED_SEVERITY and hit.category in UNCORROBORATED_CATEGORIES:
-            kept.append(replace(hit, max_action="review"))
+        elif (demoted := unbacked(hit)) is not None:
+            kept.append(demoted)
     return tuple(kept)
 
 

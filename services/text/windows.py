@@ -11,7 +11,9 @@ does not raise it), with that window's evidence as the category's evidence (so t
 of a harmful paragraph in a long benign text is that paragraph, not the whole text). Lexicon and rule
 hits (MATCHES) are the union of the windows' hits, and TARGET is set when any window has a target. A
 subcategory's share, and its evidence, are those of its parent category's deciding window (the kind of the
-content that decided the category). Offsets are shifted back into the text as sent.
+content that decided the category), except for a kind with a floor (`sexual/minors`): any window's
+reference to a minor counts (a story that gives the age in its first paragraph and is explicit three
+windows later), with every such reference as evidence. Offsets are shifted back into the text as sent.
 
 Everything here is plain Python over the contract's tensors; `windowed_infer` wraps a model's batch
 function. The number of windows is bounded by the router's `limits.max_text_chars` (20,000 characters:
@@ -36,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from services.common.contracts import text as contract
+from services.common.taxonomy import SUBCATEGORIES
 
 __all__ = ["DEFAULT_WINDOWS", "WindowConfig", "WindowPlan", "cut", "length_adjusted", "merge", "plan", "screened_infer",
            "suspicion", "windowed_infer"]
@@ -167,8 +170,13 @@ def merge(window_plan: WindowPlan, outputs: dict[str, np.ndarray], per_window_lo
         deciding[category] = best
         merged[name] = np.array([length_adjusted(float(column[b]), len(r), per_window_logit) for b, r in zip(best, rows)],
                                 dtype=np.float32).reshape(-1, 1)
+    anywhere: list[str] = []  # kinds with a floor: any window's reference counts (module docstring)
     for name, subcategory in contract.SUBCATEGORY_OUTPUTS.items():
         column = np.asarray(outputs[name], dtype=np.float32).reshape(-1)
+        if SUBCATEGORIES[subcategory].floor is not None:
+            merged[name] = np.array([max(float(column[row]) for row in r) for r in rows], dtype=np.float32).reshape(-1, 1)
+            anywhere.append(subcategory)
+            continue
         parent = deciding[subcategory.split("/", 1)[0]]
         merged[name] = np.array([float(column[parent[index]]) for index in range(window_plan.count)],
                                 dtype=np.float32).reshape(-1, 1)
@@ -188,6 +196,10 @@ def merge(window_plan: WindowPlan, outputs: dict[str, np.ndarray], per_window_lo
             row = best[index]
             for span in json.loads(bytes(outputs[contract.EVIDENCE][row, 0]).decode("utf-8")):
                 if span["category"] == category:
+                    spans.append(_shifted(span, window_plan.offsets[row]))
+        for row in window_rows:
+            for span in json.loads(bytes(outputs[contract.EVIDENCE][row, 0]).decode("utf-8")):
+                if span["category"] in anywhere:
                     spans.append(_shifted(span, window_plan.offsets[row]))
         evidence[index, 0] = json.dumps(spans, ensure_ascii=False).encode("utf-8")
     merged[contract.MATCHES] = matches

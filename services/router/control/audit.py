@@ -91,7 +91,9 @@ class AuditRecord:
         """A stored record; older records (fewer keys) get the defaults, keys a newer router added are ignored."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {key: value for key, value in data.items() if key in known}
-        values["categories"] = tuple(AuditCategory(**c) for c in data["categories"])
+        fields = {f.name for f in dataclasses.fields(AuditCategory)}  # keys a newer router added are ignored
+        values["categories"] = tuple(AuditCategory(**{k: v for k, v in c.items() if k in fields})
+                                     for c in data["categories"])
         values["models"] = tuple((str(n), str(v)) for n, v in data["models"])
         values["evidence"] = tuple(evidence_from_reference(e) for e in data["evidence"])
         values["content"] = tuple(data["content"])

@@ -9,9 +9,11 @@ import pytest
 from services.common.config import ConfigError
 from services.common.taxonomy import SUBCATEGORIES
 from services.router.control.versions import parse_document
-from services.router.fusion import BlockMatch, CategoryVerdict, ImageFinding, ScoreSpan, Signals, TextFinding, \
-    TextSpanEvidence, Verdict, fuse
-from services.router.policy import PolicyDocument, SubcategoryRule, Thresholds, compile_policy
+from services.common.contracts.match import Match
+from services.router.evaluate import with_classifier
+from services.router.fusion import BlockMatch, CategoryVerdict, ClassifierFinding, ImageFinding, MatchFinding, ScoreSpan, \
+    Signals, TextFinding, TextSpanEvidence, Verdict, fuse
+from services.router.policy import PolicyDocument, SubcategoryRule, TenantClassifierUse, Thresholds, compile_policy
 
 CATEGORIES = {"harassment": Thresholds(review=0.5, block=0.85), "hate": Thresholds(review=0.5, block=0.85),
               "violence": Thresholds(review=0.5, block=0.85), "self_harm": Thresholds(review=0.4, block=0.8),
@@ -55,8 +57,18 @@ def test_instructions_or_encouragement_beside_intent_block_the_most_severe_kind_
     verdict = verdict_for(text({"self_harm": 0.9}, shares(self_harm__intent=0.8, self_harm__instructions=0.6)))
     assert (category(verdict, "self_harm").action, category(verdict, "self_harm").subcategory) == \
         ("block", "self_harm/instructions")
+
+
+def test_a_kind_names_but_never_raises_what_the_score_asked_for() -> None:
+    """The kind heads only ever saw rows of their parent: at a borderline score their share is no reason
+    to block (a review a person checks stays a review)."""
     verdict = verdict_for(text({"self_harm": 0.45}, shares(self_harm__encouragement=0.9)))
-    assert (verdict.decision, category(verdict, "self_harm").subcategory) == ("block", "self_harm/encouragement")
+    assert (verdict.decision, category(verdict, "self_harm").subcategory) == ("review", "self_harm/encouragement")
+    harassment = verdict_for(text({"harassment": 0.52}, shares(harassment__threatening=0.6)))
+    assert (category(harassment, "harassment").action, category(harassment, "harassment").subcategory) == \
+        ("review", "harassment/threatening")
+    assert category(harassment, "harassment").rule == \
+        "categories.harassment.review >= 0.5; subcategories.harassment/threatening.action=block (share 0.60 >= 0.5)"
 
 
 def test_a_category_that_did_not_fire_is_not_refined_and_no_kind_keeps_its_action() -> None:
@@ -68,14 +80,36 @@ def test_a_category_that_did_not_fire_is_not_refined_and_no_kind_keeps_its_actio
     assert violence.shares["violence/threat"] == pytest.approx(0.3)
 
 
-def test_graphic_violence_is_reviewed_threats_block_threatening_harassment_blocks_at_review_score() -> None:
+def test_graphic_violence_is_reviewed_and_a_threat_blocks() -> None:
     gore = verdict_for(text({"violence": 0.92}, shares(violence__graphic=0.88)))
     assert (gore.decision, category(gore, "violence").subcategory) == ("review", "violence/graphic")
-    threat = verdict_for(text({"violence": 0.6}, shares(violence__threat=0.9)))
-    assert threat.decision == "block"
-    harassment = verdict_for(text({"harassment": 0.6}, shares(harassment__threatening=0.7)))
-    assert (category(harassment, "harassment").action, category(harassment, "harassment").subcategory) == \
-        ("block", "harassment/threatening")
+    threat = verdict_for(text({"violence": 0.9}, shares(violence__threat=0.9, violence__graphic=0.6)))
+    assert (threat.decision, category(threat, "violence").subcategory) == ("block", "violence/threat")
+
+
+def test_each_text_is_judged_on_its_own_and_the_most_severe_decides() -> None:
+    verdict = verdict_for(text({"self_harm": 0.95}, shares(self_harm__intent=0.9), body="i want to end it", part=0),
+                          text({"self_harm": 0.9}, shares(self_harm__instructions=0.95), body="take 40 of them", part=1))
+    assert (verdict.decision, category(verdict, "self_harm").subcategory) == ("block", "self_harm/instructions")
+
+
+def test_a_hit_is_never_lowered_and_keeps_a_kind_that_agrees() -> None:
+    kys = BlockMatch("self_harm", "kys", 3, 0, 3, "kys", "rule:self_harm_incitement")
+    lowered = verdict_for(text({"self_harm": 0.9}, shares(self_harm__intent=0.7, self_harm__encouragement=0.4),
+                               body="kys lol", matches=(kys,)))
+    assert (lowered.decision, category(lowered, "self_harm").subcategory) == ("block", "")
+    agreeing = verdict_for(text({"self_harm": 0.9}, shares(self_harm__encouragement=0.9), body="kys lol",
+                                matches=(kys,)))
+    self_harm = category(agreeing, "self_harm")
+    assert (self_harm.action, self_harm.subcategory) == ("block", "self_harm/encouragement")
+    assert self_harm.rule.startswith("blocklist:rule:self_harm_incitement/severity=high; subcategories.")
+
+
+def test_an_image_decided_category_is_not_lowered_by_a_caption() -> None:
+    verdict = verdict_for(text({"violence": 0.55}, shares(violence__graphic=0.9)),
+                          images=(ImageFinding(1, "image_safety", {"violence": 0.97}),))
+    assert (verdict.decision, category(verdict, "violence").action) == ("block", "block")
+    assert category(verdict, "violence").subcategory == ""
 
 
 def test_a_policy_sets_its_own_share_and_action_and_the_parent_max_action_still_caps() -> None:
@@ -89,20 +123,6 @@ def test_a_policy_sets_its_own_share_and_action_and_the_parent_max_action_still_
     assert (capped.decision, category(capped, "violence").subcategory) == ("review", "violence/threat")
 
 
-def test_the_deciding_text_is_the_strongest_and_a_hit_counts_as_one() -> None:
-    kys = BlockMatch("self_harm", "kys", 3, 0, 3, "kys", "rule:kys")
-    verdict = verdict_for(text({"self_harm": 0.5}, shares(self_harm__intent=0.9), body="i want to die", part=0),
-                          text({"self_harm": 0.3}, shares(self_harm__encouragement=0.8), body="kys loser", part=1,
-                               matches=(kys,)))
-    assert (verdict.decision, category(verdict, "self_harm").subcategory) == ("block", "self_harm/encouragement")
-
-
-def test_an_image_decided_category_is_not_refined_by_a_benign_caption() -> None:
-    verdict = verdict_for(text({"violence": 0.1}, shares(violence__graphic=0.9)),
-                          images=(ImageFinding(1, "image_safety", {"violence": 0.95}),))
-    assert (verdict.decision, category(verdict, "violence").subcategory) == ("block", "")
-
-
 def test_sexual_minors_blocks_even_where_the_policy_lets_sexual_content_through() -> None:
     adult = PolicyDocument(name="adult", version="1", categories={"sexual": Thresholds(review=0.99, max_action="review")})
     reference = ScoreSpan("sexual/minors", 11, 13, 1.0, "minor_reference")
@@ -114,6 +134,53 @@ def test_sexual_minors_blocks_even_where_the_policy_lets_sexual_content_through(
     # sexual content without a reference to a minor stays as the policy says; a reference alone is nothing
     assert verdict_for(text({"sexual": 0.8}, shares()), policy=adult).decision == "allow"
     assert verdict_for(text({"sexual": 0.1}, shares(sexual__minors=1.0)), policy=adult).decision == "allow"
+
+
+def test_the_floor_is_a_floor_a_policy_at_review_never_lowers_sexual_content_about_a_minor() -> None:
+    reviewed = PolicyDocument(name="p", version="1", categories=CATEGORIES,
+                              subcategories={"sexual/minors": SubcategoryRule(action="review")})
+    verdict = verdict_for(text({"sexual": 0.95}, shares(sexual__minors=1.0)), policy=reviewed)
+    assert (verdict.decision, category(verdict, "sexual").subcategory) == ("block", "sexual/minors")
+
+
+def test_a_reference_in_another_part_of_the_text_or_another_ocr_line_of_the_image_counts() -> None:
+    lenient = PolicyDocument(name="p", version="1", categories={"sexual": Thresholds(review=0.5, max_action="review")})
+    two_parts = verdict_for(text({"sexual": 0.95}, shares(), body="explicit", part=0),
+                            text({"sexual": 0.8}, shares(sexual__minors=1.0), body="she's 14", part=1), policy=lenient)
+    assert (two_parts.decision, category(two_parts, "sexual").subcategory) == ("block", "sexual/minors")
+    age = ScoreSpan("sexual/minors", 6, 8, 1.0, "minor_reference")
+    lines = [TextFinding(3, "she's 14", {"sexual": 0.1}, (), ocr_line=0, evidence=(age,),
+                         subcategories=shares(sexual__minors=1.0)),
+             TextFinding(3, "explicit words", {"sexual": 0.9}, (), ocr_line=1, subcategories=shares())]
+    verdict = fuse(compile_policy(lenient), Signals(texts=lines))
+    assert (verdict.decision, category(verdict, "sexual").subcategory) == ("block", "sexual/minors")
+    assert TextSpanEvidence("sexual/minors", 3, 6, 8, "14", lexicon="minor_reference", ocr_line=0, score=1.0) \
+        in verdict.evidence
+
+
+def test_a_tenant_classifier_replacing_the_sexual_score_cannot_switch_the_floor_off() -> None:
+    use = TenantClassifierUse(version="68b7e413a4f1", mode="replace")
+    finding = text({"sexual": 0.9}, shares(sexual__minors=1.0), body="she's 14 and")
+    low = ClassifierFinding(0, -1, "she's 14 and", "classifier.acme.68b7e413a4f1", "68b7e413a4f1", {"sexual": 0.05})
+    merged = with_classifier([finding], [low], use)
+    assert merged[0].scores["sexual"] == 0.05 and merged[0].shipped_scores == {"sexual": 0.9}
+    verdict = fuse(DEFAULTS, Signals(texts=merged))
+    assert (verdict.decision, category(verdict, "sexual").subcategory) == ("block", "sexual/minors")
+
+
+def test_the_floor_cites_the_sexual_content_too_and_a_bank_match_keeps_the_kind() -> None:
+    adult = PolicyDocument(name="adult", version="1", categories={"sexual": Thresholds()})
+    age = ScoreSpan("sexual/minors", 6, 8, 1.0, "minor_reference")
+    explicit = ScoreSpan("sexual", 13, 21, 0.8, "head:tokens")
+    verdict = verdict_for(text({"sexual": 0.8}, shares(sexual__minors=1.0), body="she's 14 and explicit",
+                               evidence=(age, explicit)), policy=adult)
+    assert {(e.category, getattr(e, "text", "")) for e in verdict.evidence} == {("sexual/minors", "14"),
+                                                                                ("sexual", "explicit")}
+    match = MatchFinding(0, Match(bank="known", bank_version=3, category="sexual", severity="high", action="block",
+                                  signal_type="text_sha256", distance=0, content_id="c1"))
+    matched = fuse(DEFAULTS, Signals(texts=[text({"sexual": 0.9}, shares(sexual__minors=1.0))], matches=[match]))
+    assert category(matched, "sexual").subcategory == "sexual/minors"
+    assert category(matched, "sexual").rule.startswith("match:known@3")
 
 
 def test_no_policy_may_lower_sexual_minors_below_review_or_hide_it() -> None:

@@ -88,6 +88,17 @@ def test_a_subcategory_share_and_its_evidence_come_from_the_parent_categorys_dec
     assert [(e["category"], e["start"]) for e in json.loads(out[contract.EVIDENCE][0, 0])] == [("sexual/minors", 61)]
 
 
+def test_a_reference_to_a_minor_in_any_window_counts_not_only_in_the_most_sexual_one() -> None:
+    window_plan = plan(["a" * 130], SMALL)
+    minors = {"category": "sexual/minors", "start": 1, "end": 3, "score": 1.0, "source": "minor_reference"}
+    outputs = _outputs([0.0, 0.0, 0.0], [[]] * 3, [[minors], [], []], [0.0] * 3)
+    outputs["SEXUAL"] = np.array([[0.1], [0.2], [0.9]], np.float32)  # explicit in the last window, the age in the first
+    outputs["SEXUAL_MINORS"] = np.array([[1.0], [0.0], [0.0]], np.float32)
+    out = merge(window_plan, outputs, per_window_logit=0.0)
+    assert float(out["SEXUAL_MINORS"][0, 0]) == 1.0
+    assert [(e["category"], e["start"]) for e in json.loads(out[contract.EVIDENCE][0, 0])] == [("sexual/minors", 1)]
+
+
 def test_the_deciding_score_loses_odds_with_the_window_count() -> None:
     window_plan = plan(["a" * 130, "short"], SMALL)
     outputs = _outputs([0.5, 0.5, 0.5, 0.5], [[]] * 4, [[]] * 4, [0.0] * 4)
