@@ -22,7 +22,11 @@ heads abstain (scores 0) and the lexicon and rules judge it through MATCHES.
 Chinese is read by a multilingual sentence encoder (USE multilingual v3, `services.text.multilingual`)
 and its per-category heads (`text_heads_zh_semantic`), on every text with a CJK character, over the
 normalised text (evasions restored); they only ever raise a score (the maximum of the other scores and
-theirs), so English is unchanged. Profile accurate adds the Chinese character n-gram heads
+theirs), so English is unchanged. The harm gate over the same features (`text_heads_zh_gate`) says whether
+such a text is harmful at all; where it says no, the Chinese heads' scores do not count and neither do the
+text's Chinese lexicon and rule hits (a top-tier hate or sexual entry stays, capped at REVIEW:
+`services.text.hits`): most Chinese false positives were a listed word or a rule firing in a benign
+message. English hits and the English heads' scores of a mixed text are not the gate's to judge. Profile accurate adds the Chinese character n-gram heads
 (services/text/semantic.py).
 
 Example::
@@ -35,7 +39,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -51,7 +55,7 @@ from services.common.text_match.flags import with_flags
 from services.common.text_match.lexicon import DEFAULT_LEXICON_PATH, Lexicon
 from services.common.taxonomy import MODELLED_SUBCATEGORIES
 from services.common.text_match.scripts import blank_han, has_cjk, latin_words
-from services.text.multilingual import ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, MultilingualEncoder, ZhSemanticHeads
+from services.text.multilingual import ZH_CHARS_TFIDF, ZH_GATE, ZH_SEMANTIC_HEADS, MultilingualEncoder, ZhSemanticHeads
 from services.text.classifier import TextClassifier
 from services.text.context import ContextEngine, sentence_spans
 from services.text.context_rules import DEFAULT_RULES_PATH, load_context_rules
@@ -59,13 +63,14 @@ from services.text.evidence import EVIDENCE_MIN, category_evidence
 from services.text.features import Analysis, CheapAnalyzer
 from services.text.embedding import DIMENSION
 from services.text.heads import Heads, TfidfVectorizerModel
+from services.text.hits import chinese_term, unbacked
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 from services.text.subcategories import SUBCATEGORY_HEADS_FAST, minors_evidence, subcategory_shares
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 from services.text.windows import windowed_infer
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores",
-           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "head_features",
+           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "gated_hits", "head_features",
            "heads_text"]
 
 #: A text with CJK characters is read by the English heads only with at least this many words of
@@ -78,7 +83,7 @@ TFIDF_MODEL = "tfidf_en"
 FAST_HEADS = "text_heads_fast"
 #: The model-repository entries `TextModerationModel` opens (a repository copy must hold all of them).
 REPOSITORY_MODELS: tuple[str, ...] = (TOXICITY_MODEL, SPAM_MODEL, TFIDF_MODEL, STATIC_MODEL, FAST_HEADS, ZH_CHARS_TFIDF,
-                                      ZH_SEMANTIC_HEADS, SUBCATEGORY_HEADS_FAST)
+                                      ZH_SEMANTIC_HEADS, SUBCATEGORY_HEADS_FAST, ZH_GATE)
 _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 prize now at bit.ly/x", "你个傻　.　逼",
                  "youareanidiot")
 
@@ -86,8 +91,9 @@ _WARMUP_TEXTS = ("hello there, see you tomorrow", "WINNER!! claim your £1000 pr
 @dataclass(frozen=True)
 class FastScores:
     """The fast path's answer for a batch: the analyses, TF-IDF rows, calibrated scores [N, 7], what
-    the English heads read of each text (`heads_text`), whether they read it at all (`english_reads`), and
-    the subcategory heads' scores [N, len(MODELLED_SUBCATEGORIES)]."""
+    the English heads read of each text (`heads_text`), whether they read it at all (`english_reads`), the
+    subcategory heads' scores [N, len(MODELLED_SUBCATEGORIES)], and where the Chinese harm gate closed
+    (`zh_closed`: a text with CJK characters it judged harmless; the analyses' hits are already gated)."""
 
     analyses: list[Analysis]
     tfidf: np.ndarray
@@ -95,6 +101,7 @@ class FastScores:
     heads_texts: list[str]
     english: list[bool]
     subcategory_heads: np.ndarray
+    zh_closed: list[bool]
 
 
 def english_reads(text: str) -> bool:
@@ -165,7 +172,7 @@ class TextModerationModel(TextPipelineShape):
         self._subheads = Heads(find_model(SUBCATEGORY_HEADS_FAST, root=root), session_options,
                                columns=len(MODELLED_SUBCATEGORIES))
         self._zh_semantic = ZhSemanticHeads(find_model(ZH_SEMANTIC_HEADS, root=root), find_model(ZH_CHARS_TFIDF, root=root),
-                                            session_options)
+                                            session_options, gate=find_model(ZH_GATE, root=root))
         self._lexicon_path = DEFAULT_LEXICON_PATH if lexicon is None else None
         self._lexicon = Lexicon.load(DEFAULT_LEXICON_PATH) if lexicon is None else lexicon
         self._rules = load_context_rules()
@@ -215,10 +222,16 @@ class TextModerationModel(TextPipelineShape):
         english = [english_reads(text) for text in segmented]
         scores[[i for i, read in enumerate(english) if not read]] = 0.0  # Chinese or emoji only: the heads abstain
         chinese = [i for i, a in enumerate(analyses) if has_cjk(a.segmented.text)]
+        closed = [False] * len(analyses)
         if chinese:  # the multilingual heads read the Chinese (restored text) and only ever raise a score
-            zh = self._zh_semantic.score([analyses[i].segmented.text for i in chinese])
-            scores[chinese] = np.maximum(scores[chinese], zh)
-        return FastScores(analyses, tfidf, scores, segmented, english, subcategory_heads)
+            reading = self._zh_semantic.read([analyses[i].segmented.text for i in chinese])
+            harmful = reading.harmful[:, None]
+            scores[chinese] = np.maximum(scores[chinese], np.where(harmful, reading.scores, 0.0))
+            for position, index in enumerate(chinese):
+                if not reading.harmful[position]:  # the gate closed: its Chinese hits do not count
+                    closed[index] = True
+                    analyses[index] = replace(analyses[index], hits=gated_hits(analyses[index].hits))
+        return FastScores(analyses, tfidf, scores, segmented, english, subcategory_heads, closed)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch (see the module docstring; a long text is read in windows, `services.text.windows`).
@@ -267,10 +280,32 @@ class TextModerationModel(TextPipelineShape):
         files = [_model_file(e) for e in (self._toxicity.entry, self._spam.entry, self._tfidf.entry, self._static.entry,
                                           self._heads.entry, self._zh_semantic.chars, self._zh_semantic.entry,
                                           self._subheads.entry)]
+        if self._zh_semantic.gate is not None:
+            files.append(_model_file(self._zh_semantic.gate))
         return files + data_files(self._lexicon, self._lexicon_path)
 
     def _legacy(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         return self._toxicity.predict(texts), self._spam.predict(texts)
+
+
+def gated_hits(hits: Sequence[contract.LexiconHit]) -> tuple[contract.LexiconHit, ...]:
+    """The hits of a text the Chinese harm gate judged harmless: every hit of a non-Chinese entry or rule,
+    and of the Chinese ones only what `hits.unbacked` keeps of a lexicon entry (a top-tier hate or sexual
+    entry, at most REVIEW); a Chinese rule's hit is dropped.
+
+    Example::
+
+        >>> gated_hits([contract.LexiconHit("harassment", "傻逼", 3, 0, 2, "傻逼"),
+        ...             contract.LexiconHit("hate", "黑鬼", 3, 3, 5, "黑鬼")])[0].max_action
+        'review'
+    """
+    kept = []
+    for hit in hits:
+        if not chinese_term(hit):
+            kept.append(hit)
+        elif (demoted := unbacked(hit, rules_too=False)) is not None:
+            kept.append(demoted)
+    return tuple(kept)
 
 
 def head_features(tfidf: np.ndarray, static: np.ndarray, structured: np.ndarray) -> np.ndarray:

@@ -18,11 +18,19 @@ fitted on the naturalistic and template training rows)]: the encoder carries mea
 words, slang and evasions real users write (on the naturalistic dev fold, average precision of "any
 category" 0.84 with the encoder alone, 0.94 with both; services/text/build/train_zh_semantic.py).
 
+The same features feed the Chinese harm gate (`text_heads_zh_gate`): one class-balanced head that says
+whether a Chinese text is harmful at all, its threshold chosen at training so that it lets through
+`GATE_RECALL` of the harmful dev messages. Where it closes, the Chinese heads' scores and the Chinese
+lexicon and rule hits of that text do not count (services/text/model.py): on the naturalistic dev fold
+most Chinese false positives were a listed word or a rule in a benign message, which this one reading
+of the whole message corrects (services/text/build/train_zh_semantic.py).
+
 Example::
 
     heads = ZhSemanticHeads(find_model("text_heads_zh_semantic", root=root), find_model("tfidf_zh_chars", root=root),
-                            SessionOptions())
-    heads.score(["你这种人活着就是浪费空气"]).shape   # (1, 7)
+                            SessionOptions(), gate=find_model("text_heads_zh_gate", root=root))
+    reading = heads.read(["你这种人活着就是浪费空气"])
+    reading.scores.shape, bool(reading.harmful[0])   # ((1, 7), True)
 """
 
 from __future__ import annotations
@@ -39,10 +47,12 @@ from services.common.serving.model_repository import RepositoryEntry
 from services.common.serving.onnx_session import SessionOptions
 from services.text.heads import Heads, TfidfVectorizerModel
 
-__all__ = ["DIMENSION", "ENCODER", "MultilingualEncoder", "WindowConfig", "ZH_CHARS_TFIDF", "ZH_SEMANTIC_HEADS",
-           "ZhSemanticHeads", "windows"]
+__all__ = ["DIMENSION", "ENCODER", "MultilingualEncoder", "WindowConfig", "ZH_CHARS_TFIDF", "ZH_GATE", "ZH_SEMANTIC_HEADS",
+           "ZhReading", "ZhSemanticHeads", "windows"]
 
 ZH_SEMANTIC_HEADS = "text_heads_zh_semantic"
+#: The Chinese harm gate: one head over the same features, 0.5 at its trained threshold.
+ZH_GATE = "text_heads_zh_gate"
 #: The character 1-3 gram TF-IDF the heads read beside the encoder (trained with them).
 ZH_CHARS_TFIDF = "tfidf_zh_chars"
 #: The distribution and version the heads were trained with (recorded in their config; checked at load).
@@ -124,13 +134,22 @@ class MultilingualEncoder:
         self.embed(["预热", "warm up"])
 
 
+@dataclass(frozen=True)
+class ZhReading:
+    """The Chinese heads' reading of a batch: `scores` [N, 7] and `harmful` [N] (the harm gate's answer,
+    True where the text is harmful at all; every text when no gate is loaded)."""
+
+    scores: np.ndarray
+    harmful: np.ndarray
+
+
 class ZhSemanticHeads:
     """`text_heads_zh_semantic` over the multilingual encoder and `tfidf_zh_chars`: [N, 7] scores, each the
     max over the text's windows (see the module docstring). One head per category, 0.5 at the threshold
-    chosen on dev."""
+    chosen on dev. With `gate`, the harm gate over the same features (`read`)."""
 
     def __init__(self, entry: RepositoryEntry, chars: RepositoryEntry, session_options: SessionOptions, *,
-                 encoder: MultilingualEncoder | None = None) -> None:
+                 encoder: MultilingualEncoder | None = None, gate: RepositoryEntry | None = None) -> None:
         recorded = str(entry.extra.get("encoder", ""))
         if recorded != ENCODER:
             raise ValueError(f"{entry.name}: trained on encoder {recorded!r}, this service has {ENCODER!r}; "
@@ -145,6 +164,11 @@ class ZhSemanticHeads:
             raise ValueError(f"{entry.name}: expects {self._heads.n_features} features, the encoder and {chars.name} "
                              f"give {width}; run `make models`")
         self._encoder = encoder or MultilingualEncoder(threads=max(1, session_options.intra_op_threads or 1))
+        self.gate = gate
+        self._gate = Heads(gate, session_options, columns=1) if gate is not None else None
+        if self._gate is not None and self._gate.n_features != width:
+            raise ValueError(f"{gate.name if gate else ''}: expects {self._gate.n_features} features, the encoder and "
+                             f"{chars.name} give {width}; run `make models`")
 
     @property
     def encoder(self) -> MultilingualEncoder:
@@ -153,16 +177,24 @@ class ZhSemanticHeads:
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """[len(texts), 7]: per category, the highest score among each text's windows."""
+        return self.read(texts).scores
+
+    def read(self, texts: Sequence[str]) -> ZhReading:
+        """Scores [len(texts), 7] (per category, the highest among each text's windows) and whether each
+        text is harmful at all (the gate's highest window at 0.5 or more; True for all without a gate)."""
         out = np.zeros((len(texts), len(CATEGORIES)), np.float32)
+        harm = np.zeros(len(texts), np.float32)
         if not texts:
-            return out
+            return ZhReading(out, harm >= 0.5)
         cut = [windows(text, self.windows) for text in texts]  # every text has at least one window
         owners = np.repeat(np.arange(len(texts)), [len(parts) for parts in cut])
         flat = [w for parts in cut for w in parts]
         features = np.hstack([self._encoder.embed(flat), self._tfidf.transform(flat)]).astype(np.float32)
-        per_window = self._heads.predict(features)
-        np.maximum.at(out, owners, per_window)
-        return out
+        np.maximum.at(out, owners, self._heads.predict(features))
+        if self._gate is None:
+            return ZhReading(out, np.ones(len(texts), dtype=bool))
+        np.maximum.at(harm, owners, self._gate.predict(features)[:, 0])
+        return ZhReading(out, harm >= 0.5)
 
     def warm(self) -> None:
         """Load the encoder's weights now."""

@@ -23,8 +23,9 @@ child-exploitation terms) is never dropped: uncorroborated, it is reported with 
 (a slur in friendly words goes to a person, not through). A policy's own blocklist is matched by the router and is not affected; Chinese
 text keeps every hit (the lexicon and the zh rules judge it).
 
-On every text with a CJK character, a category's score is at least the Chinese character n-gram
-heads' (`tfidf_zh` + `text_heads_zh`, services/text/zh_ngram.py): MiniLM cannot read Chinese, and
+On every text with a CJK character that the Chinese harm gate lets through (services/text/model.py), a
+category's score is at least the Chinese character n-gram heads' (`tfidf_zh` + `text_heads_zh`,
+services/text/zh_ngram.py): MiniLM cannot read Chinese, and
 these heads reach Chinese insults, threats and spam that use no listed word. They are in this model
 only (profile accurate), not in the fast one: on the Chinese test split they add recall (hate 0.88 ->
 0.93, violence 0.78 -> 0.82, spam 0.93 -> 0.96) and 1 false positive on 148 hard negatives; their
@@ -171,10 +172,11 @@ class TextSemanticModel(TextPipelineShape):
                 fallbacks[i] = {}
         cjk = np.array([has_cjk(a.segmented.text) for a in fast.analyses], dtype=bool)
         chinese = np.flatnonzero(cjk)
-        if chinese.size:  # the Chinese heads only ever raise a score (module docstring)
+        if chinese.size:  # the Chinese heads only ever raise a score, where the harm gate let the text through
             zh_texts = [fast.analyses[i].segmented.text for i in chinese]
             zh = without_untargeted(self._zh.score(zh_texts), zh_texts)
-            scores[chinese] = np.maximum(scores[chinese], zh)
+            closed = np.array([fast.zh_closed[i] for i in chinese], dtype=bool)[:, None]
+            scores[chinese] = np.maximum(scores[chinese], np.where(closed, 0.0, zh))
         if not rows:
             return encode_outputs(fast.analyses, scores, fallbacks, subcategory_heads, fast.english)
         analyses = [fast.analyses[i] for i in rows]

@@ -60,7 +60,8 @@ BASE_MODEL = "minilm_l6"
 STATIC_MODEL = "static_en"
 #: Every text model training produces, in the order training installs them.
 TRAINED_MODELS = ("spam_en", "tfidf_en", "text_heads_lexical", TUNED_MODEL, STATIC_MODEL, "text_heads_fast",
-                  "text_heads_semantic", "text_subheads_fast", "text_subheads_semantic", "tfidf_zh", "text_heads_zh", "tfidf_zh_chars", "text_heads_zh_semantic")
+                  "text_heads_semantic", "text_subheads_fast", "text_subheads_semantic", "tfidf_zh", "text_heads_zh", "tfidf_zh_chars", "text_heads_zh_semantic",
+                  "text_heads_zh_gate")
 #: Converted from a wheel at `make models` (not trained), but its scores are training features: its digest
 #: is recorded so that a different conversion is caught.
 CONVERTED_MODELS = ("toxicity_en",)

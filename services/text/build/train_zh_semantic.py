@@ -17,6 +17,13 @@ head fires on at most `MAX_DEV_FPR` of the dev rows outside its category (benign
 categories' rows alike), folded into the bias so that the policy's 0.5 means that threshold. A category
 with no positive training row is switched off (weights 0, bias -20).
 
+The harm gate (`text_heads_zh_gate`, services/text/multilingual.py): one class-balanced logistic head over
+the same features, harmful (any label) or not, C by dev average precision; its threshold is the highest
+(0.01 steps) at which it still lets through `GATE_RECALL` of the harmful dev rows, folded into the bias so
+that serving reads 0.5. Measured before it was built (prototype on the models of session 41, dev only for
+the choice): gating the default policy's decisions on the naturalistic dev fold at a floor of 0.15 took
+benign flagged 0.165 -> 0.082 for harmful flagged 0.868 -> 0.859, template dev harmful 0.996 -> 0.978.
+
 Run by `build_models --train` after the n-gram heads; alone::
 
     python -m services.text.build.train_zh_semantic --repository model_repository
@@ -39,10 +46,11 @@ from services.common.serving.onnx_session import SessionOptions
 from services.text.build.natural_corpus import natural_rows
 from services.text.build.train_heads import heads_onnx, install_tfidf, text_analyzer
 from services.text.heads import TfidfVectorizerModel
-from services.text.multilingual import DIMENSION, ENCODER, ZH_CHARS_TFIDF, ZH_SEMANTIC_HEADS, MultilingualEncoder, WindowConfig, \
-    windows
+from services.text.multilingual import DIMENSION, ENCODER, ZH_CHARS_TFIDF, ZH_GATE, ZH_SEMANTIC_HEADS, MultilingualEncoder, \
+    WindowConfig, windows
 
-__all__ = ["C_GRID", "MAX_CHAR_TERMS", "MAX_DEV_FPR", "SKIPPED", "build_zh_semantic_heads", "choose_threshold"]
+__all__ = ["C_GRID", "GATE_RECALL", "MAX_CHAR_TERMS", "MAX_DEV_FPR", "SKIPPED", "build_zh_semantic_heads", "choose_threshold",
+           "gate_threshold"]
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TEMPLATE_CORPUS = DATA / "corpus" / "zh.jsonl"
@@ -50,6 +58,9 @@ C_GRID = (0.3, 1.0, 3.0, 10.0)
 #: The most a head may fire on dev rows outside its category.
 MAX_DEV_FPR = 0.01
 OFF_BIAS = -20.0
+#: The share of harmful dev rows (naturalistic fold and template dev split together) the harm gate must let
+#: through: what it may cost in recall at most, before the other signals' own misses.
+GATE_RECALL = 0.985
 MAX_CHAR_TERMS = 20000
 #: A training row is read whole up to this many characters (most messages are short); serving reads a
 #: text in windows (`multilingual.WindowConfig`) so that a harmful sentence is not diluted by the rest.
@@ -82,6 +93,23 @@ def choose_threshold(scores: np.ndarray, positive: np.ndarray, max_fpr: float = 
         if negatives.size == 0 or float(np.mean(negatives >= threshold)) <= max_fpr:
             return float(threshold)
     return None
+
+
+def gate_threshold(scores: np.ndarray, harmful: np.ndarray, recall: float = GATE_RECALL) -> float:
+    """The highest threshold (of 0.01..0.99) at which at least `recall` of the harmful rows score at or
+    above it (0.01 when none does).
+
+    Example::
+
+        >>> gate_threshold(np.array([0.9, 0.6, 0.3, 0.2]), np.array([True, True, True, False]), 0.66)
+        0.6
+    """
+    positives = scores[harmful]
+    best = 0.01
+    for threshold in np.round(np.arange(0.01, 0.991, 0.01), 2):
+        if positives.size and float(np.mean(positives >= threshold)) >= recall:
+            best = float(threshold)
+    return best
 
 
 def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> list[RepositoryEntry]:
@@ -135,6 +163,7 @@ def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> list[Reposito
                             "dev_recall": round(float(np.mean(fired[y_dev])), 4),
                             "dev_fpr": round(float(np.mean(fired[~y_dev])), 4)}
     print(f"{ZH_SEMANTIC_HEADS}: {json.dumps(report, ensure_ascii=False)}", file=sys.stderr)
+    gate_entry = _build_gate(repository, x, np.asarray(labels.any(axis=1), dtype=bool), train, rows, seed)
     sources = sorted({str(r["source"]) for r in rows})
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
@@ -150,7 +179,42 @@ def build_zh_semantic_heads(repository: Path, *, seed: int = 0) -> list[Reposito
                                     "max_dev_fpr": MAX_DEV_FPR, "seed": seed, "dev": report,
                                     "training_rows": int(train.sum()), "dev_rows": int((~train).sum()),
                                     "feature_layout": [ENCODER, ZH_CHARS_TFIDF], "sources": sources})
-    return [chars_entry, heads_entry]
+    return [chars_entry, heads_entry, gate_entry]
+
+
+def _build_gate(repository: Path, x: Any, harmful: np.ndarray, train: np.ndarray, rows: Sequence[dict[str, Any]],
+                seed: int) -> RepositoryEntry:
+    """Fit and install the harm gate `text_heads_zh_gate` (module docstring)."""
+    import onnx
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import average_precision_score
+
+    fitted = [(LogisticRegression(C=c, class_weight="balanced", max_iter=3000, random_state=seed, solver="liblinear")
+               .fit(x[train], harmful[train]), c) for c in C_GRID]
+    scored = [(float(average_precision_score(harmful[~train], m.decision_function(x[~train]))), m, c) for m, c in fitted]
+    dev_ap, model, c = max(scored, key=lambda item: (item[0], -item[2]))
+    dev = 1.0 / (1.0 + np.exp(-model.decision_function(x[~train])))
+    threshold = gate_threshold(dev, harmful[~train])
+    closed = dev < threshold
+    natural = np.array([r["source"] != TEMPLATE_CORPUS.name for r in rows])[~train]
+    report = {"C": c, "dev_ap": round(dev_ap, 4), "threshold": threshold, "recall": GATE_RECALL,
+              **{f"dev_{part}_{kind}_closed": round(float(np.mean(closed[mask & want])), 4)
+                 for part, mask in (("natural", natural), ("template", ~natural))
+                 for kind, want in (("harmful", harmful[~train]), ("benign", ~harmful[~train]))}}
+    print(f"{ZH_GATE}: {json.dumps(report)}", file=sys.stderr)
+    weights = model.coef_[0].reshape(-1, 1).astype(np.float32)
+    bias = np.array([model.intercept_[0] - np.log(threshold / (1 - threshold))], np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        onnx.save(heads_onnx(weights, bias, ZH_GATE), str(path))
+        return install_model(repository, ZH_GATE, "1", path, source="trained by auditmesh: services/text/build/train_zh_semantic.py",
+                             license=LICENSE,
+                             extra={"categories": ["harmful"], "encoder": ENCODER, "dimension": DIMENSION,
+                                    "feature_layout": [ENCODER, ZH_CHARS_TFIDF],
+                                    "classifier": "LogisticRegression(class_weight='balanced'), C by dev average "
+                                                  "precision, threshold: the highest letting GATE_RECALL of the "
+                                                  "harmful dev rows through, folded into the bias",
+                                    "seed": seed, "dev": report})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

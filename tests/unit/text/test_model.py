@@ -124,7 +124,7 @@ def test_malformed_inputs_are_rejected(text_model: TextModerationModel, inputs: 
 def test_model_files_report_versions_and_hashes(text_model: TextModerationModel) -> None:
     files = {f.name: f for f in text_model.model_files()}
     assert set(files) == {"toxicity_en", "spam_en", "tfidf_en", "static_en", "text_heads_fast", "tfidf_zh_chars",
-                          "text_heads_zh_semantic", "text_subheads_fast",
+                          "text_heads_zh_semantic", "text_subheads_fast", "text_heads_zh_gate",
                           "lexicon",
                           "context_rules", "spam_signals"}
     assert all(len(files[n].sha256) == 64 for n in files)
