@@ -12,11 +12,12 @@ Subcategories (`refine_by_subcategory`, docs/taxonomy.md): each text is judged o
 text's own score takes an action in a category with kinds, the kinds whose share reaches the policy's
 `share` count, and the most severe of their actions may *lower* what that score asked for (an ideation
 post: `self_harm/intent`, REVIEW instead of BLOCK), never raise it; a hit's action is never lowered. A
-kind with a floor (`sexual/minors`: a reference to a minor anywhere in the same part) *raises* the text's
-action to the kind's, whenever the text is sexual content: its own signal acts, or its score (the
-shipped models', whatever a tenant classifier replaced) reaches `DEFAULT_SHARE` under a lenient policy.
-The category takes the most severe action over its texts, images and hits; the kind of the text that
-decided it is named. A kind never lowers an image's action or another text's.
+kind with a floor (`sexual/minors`: a reference to a minor anywhere in the item) *raises* the texts'
+action to the kind's whenever the item is sexual content: a text's own signal acts, or a text's score
+(the shipped models', whatever a tenant classifier replaced) or an image's reaches `DEFAULT_SHARE` under
+a lenient policy. The category takes the most severe action over its texts, images and hits; the kind of
+the text that decided it is named, and a floor kind whenever it counts. A kind never lowers an image's
+action or another text's.
 
 Evidence: a score that takes an action cites the model's spans for that category (`ScoreSpan`), or
 the whole text when the model gave none; a hit cites its span; text read by OCR also cites its line.
@@ -338,12 +339,15 @@ class _TextJudgement:
     finding: TextFinding
     rule: str
     note: str
+    #: A floor kind raised the text above what its own signals asked for.
+    raised: bool = False
 
 
-def _judge_text(document: PolicyDocument, category: str, finding: TextFinding, floor_shares: Mapping[str, float]
-                ) -> _TextJudgement:
+def _judge_text(document: PolicyDocument, category: str, finding: TextFinding, floor_shares: Mapping[str, float],
+                item_content: bool) -> _TextJudgement:
     """`finding`'s own action in `category` (module docstring): its score's action lowered by the kinds that
-    count, its hits' actions, raised by a floor kind. `floor_shares`: the floor kinds' shares of its part."""
+    count, its hits' actions, raised by a floor kind. `floor_shares`: the floor kinds' shares over the item;
+    `item_content`: another text or an image of the item is content of the category."""
     thresholds = document.categories.get(category, NO_THRESHOLDS)
     score = float(finding.scores.get(category, 0.0))
     raw, rule = thresholds.action_for(score)
@@ -370,19 +374,30 @@ def _judge_text(document: PolicyDocument, category: str, finding: TextFinding, f
             if ACTION_RANK[sub_action] < ACTION_RANK[hit_action]:
                 kind, share, note = "", 0.0, ""
     action = _stronger(action, hit_action)
-    shipped = max(score, float((finding.shipped_scores or {}).get(category, 0.0)))
-    sexual_content = score_action != "allow" or hit_action != "allow" or shipped >= DEFAULT_SHARE
+    raised = False
     for sub in subcategories_of(category):
-        if sub.floor is None or not sexual_content:
+        if sub.floor is None or not (item_content or _is_content(document, category, finding)):
             continue
         needed, sub_action = document.subcategory_rule(sub.name)
         given = float(floor_shares.get(sub.name, 0.0))
         if given >= needed:  # named whenever it counts (a platform may have to report it), raising if below
             note = f"subcategories.{sub.name}.action={sub_action} (share {given:.2f} >= {needed:g}, floor {sub.floor})"
             if ACTION_RANK[sub_action] > ACTION_RANK[action]:
-                action, why = sub_action, note
+                action, why, raised = sub_action, f"categories.{category}: {note}", True
             kind, share = sub.name, given
-    return _TextJudgement(action, kind, share, finding, why, note)
+    return _TextJudgement(action, kind, share, finding, why, note, raised)
+
+
+def _is_content(document: PolicyDocument, category: str, finding: TextFinding) -> bool:
+    """Whether `finding` is content of `category` for a floor kind: its own score or a hit of it acts, or its
+    score (the shipped models', where a tenant classifier replaced it) reaches `DEFAULT_SHARE`."""
+    thresholds = document.categories.get(category, NO_THRESHOLDS)
+    score = float(finding.scores.get(category, 0.0))
+    if thresholds.capped(thresholds.action_for(score)[0]) != "allow":
+        return True
+    if any(m.category == category and _hit_action(document, m) != "allow" for m in finding.matches):
+        return True
+    return max(score, float((finding.shipped_scores or {}).get(category, 0.0))) >= DEFAULT_SHARE
 
 
 def refine_by_subcategory(document: PolicyDocument, texts: Sequence[TextFinding], images: Sequence[ImageFinding],
@@ -390,26 +405,31 @@ def refine_by_subcategory(document: PolicyDocument, texts: Sequence[TextFinding]
     """Each category with kinds takes the most severe of its texts' own judgements (`_judge_text`), its
     images' actions and its hits' actions (module docstring)."""
     floor_kinds = [sub.name for sub in SUBCATEGORIES.values() if sub.floor is not None]
-    part_floor: dict[int, dict[str, float]] = {}
-    for finding in texts:
-        shares = part_floor.setdefault(finding.part_index, {})
-        for name in floor_kinds:
-            shares[name] = max(shares.get(name, 0.0), float(finding.subcategories.get(name, 0.0)))
+    # A floor kind reads the whole item: a caption's "14yo" beside an explicit image, an age on one OCR line
+    # and the content on the next, a story's first part and its third.
+    item_floor = {name: max((float(f.subcategories.get(name, 0.0)) for f in texts), default=0.0) for name in floor_kinds}
     for category in _PARENTS:
         verdict = verdicts.get(category)
-        judged = [_judge_text(document, category, finding, part_floor.get(finding.part_index, {})) for finding in texts
-                  if category in finding.scores or any(m.category == category for m in finding.matches)]
-        if not judged:
+        candidates = [f for f in texts if category in f.scores or any(m.category == category for m in f.matches)]
+        if not candidates:
             continue
         thresholds = document.categories.get(category, NO_THRESHOLDS)
         image_action: Action = "allow"
+        image_content = False
         for image in images:
             if category in image.scores:
                 image_action = _stronger(image_action, thresholds.capped(thresholds.action_for(image.scores[category])[0]))
+                image_content = image_content or float(image.scores[category]) >= DEFAULT_SHARE
+        text_content = any(_is_content(document, category, f) for f in candidates)
+        judged = [_judge_text(document, category, finding, item_floor, image_content or text_content)
+                  for finding in candidates]
         best = max(judged, key=lambda j: (ACTION_RANK[j.action], bool(j.kind), j.share))
         final = _stronger(best.action, image_action)
         before: Action = verdict.action if verdict is not None else "allow"
-        named = best.kind if best.action == final else ""
+        floored = [j for j in judged if j.kind and SUBCATEGORIES[j.kind].floor is not None]
+        if floored:  # a floor kind is named whatever decided (a platform may have to report it)
+            best = max(floored, key=lambda j: (ACTION_RANK[j.action], float(j.finding.subcategories.get(j.kind, 0.0))))
+        named = best.kind if best.action == final or floored else ""
         shares = {sub.name: float(best.finding.subcategories[sub.name]) for sub in subcategories_of(category)
                   if sub.name in best.finding.subcategories} if final != "allow" else {}
         if final == before and not named:
@@ -424,21 +444,21 @@ def refine_by_subcategory(document: PolicyDocument, texts: Sequence[TextFinding]
                              if part)
         verdicts[category] = CategoryVerdict(category, score, _severity_for(final, score), final, rule, named, shares)
         if named:
-            _cite_kind(category, named, best, texts, raised=before == "allow", evidence=evidence)
+            _cite_kind(category, named, best, texts, raised=best.raised, evidence=evidence)
 
 
 def _cite_kind(category: str, kind: str, best: _TextJudgement, texts: Sequence[TextFinding], *, raised: bool,
                evidence: _EvidenceList) -> None:
     """The evidence of a kind that decided a category: its spans in the deciding text (for a floor kind, in
-    every text of the same part: the OCR lines of an image), and the category's own spans when the kind
-    made it act (`raised`: its score alone did not)."""
+    every text of the item: other parts, the OCR lines of an image), and the category's own spans in the
+    deciding text when the kind raised it (`raised`: its own signals asked for less)."""
     finding = best.finding
     if raised:
         for cited in _score_spans(category, float(finding.scores.get(category, 0.0)), finding):
             evidence.add_text(cited)
     floor = SUBCATEGORIES[kind].floor is not None
     for other in texts:
-        if other is finding or (floor and other.part_index == finding.part_index):
+        if other is finding or floor:
             for span in other.evidence:
                 if span.category == kind and 0 <= span.start < span.end <= len(other.text):
                     evidence.add_text(TextSpanEvidence(kind, other.part_index, span.start, span.end,
@@ -470,7 +490,9 @@ def _apply_matches(document: PolicyDocument, matches: Sequence[MatchFinding], ve
         previous = verdicts.get(match.category)
         if previous is None or ACTION_RANK[action] > ACTION_RANK[previous.action] or (
                 previous.action == action and previous.score < 1.0):
-            kept = previous if previous is not None and previous.action == action else None  # keep its kind
+            # a kind stays named: at the same action, or a floor kind whatever the match's action
+            kept = previous if previous is not None and (previous.action == action or (
+                previous.subcategory and SUBCATEGORIES[previous.subcategory].floor is not None)) else None
             verdicts[match.category] = CategoryVerdict(match.category, 1.0, match.severity, action,
                                                        f"match:{match.bank}@{match.bank_version}/{match.signal_type}",
                                                        kept.subcategory if kept else "", kept.shares if kept else {})

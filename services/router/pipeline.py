@@ -56,6 +56,9 @@ T = TypeVar("T")
 D = TypeVar("D")
 #: The share of an item's remaining time its tenant classifier may take (it runs beside the text models).
 CLASSIFIER_SHARE = 0.5
+#: The share of an item's remaining time profile balanced's second opinion (`text_semantic`) may take; over
+#: it, the texts keep their first-pass scores and the item is degraded (stage `text_semantic`, `failure.text`).
+SEMANTIC_SHARE = 0.5
 #: The same for the match stage (beside the text, vision and OCR stages).
 MATCH_SHARE = 0.5
 
@@ -330,15 +333,29 @@ class Pipeline:
             second_stage = f"{stage}_semantic"
 
             async def second() -> None:
-                better = await self._text_rows(semantic, [texts[i] for i in again], job)
+                # a second opinion gets at most SEMANTIC_SHARE of the item's remaining time: when the semantic
+                # model is saturated (another tenant's accurate-profile flood), the item is answered on its
+                # first pass, degraded, before its deadline, instead of not at all
+                now = time.monotonic()
+                budget = min(job.deadline, now + max(0.0, job.deadline - now) * SEMANTIC_SHARE)
+                try:
+                    better = await self._text_rows(semantic, [texts[i] for i in again], job, deadline=budget)
+                except DeadlineExceededError:
+                    if time.monotonic() >= job.deadline:
+                        raise
+                    job.collected.failures.append(StageFailure(second_stage, "over its time budget"))
+                    return
                 for index, row in zip(again, better):
                     rows[index] = row
             await self._timed(second_stage, job.collected, self._guarded(second_stage, job.collected, second()))
         job.collected.texts.extend(text_finding(text, row) for text, row in zip(texts, rows))
 
-    async def _text_rows(self, dispatcher: ModalityDispatcher, texts: Sequence[MatchableText], job: _Job) -> list[text_contract.TextRow]:
-        """`dispatcher`'s typed rows for `texts` (its models noted under its name)."""
-        rows = await dispatcher.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts], job.deadline)
+    async def _text_rows(self, dispatcher: ModalityDispatcher, texts: Sequence[MatchableText], job: _Job,
+                         deadline: float | None = None) -> list[text_contract.TextRow]:
+        """`dispatcher`'s typed rows for `texts` (its models noted under its name), by `deadline` (default the
+        item's)."""
+        rows = await dispatcher.submit(job.requester, [text.encode("utf-8") for _, text, _ in texts],
+                                       job.deadline if deadline is None else deadline)
         _note_models(job.collected, dispatcher.modality, rows)
         return _decoded(rows, text_contract.decode_row)
 

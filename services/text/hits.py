@@ -4,9 +4,11 @@ Both text models drop such a hit: `text_semantic` an English hit whose category 
 below the corroboration floor (services/text/semantic.py), the fast model a Chinese hit in a text the
 Chinese harm gate closed on (services/text/multilingual.py). The lexicon's top tier of hate and sexual
 entries (severity 3: slurs, child-exploitation terms) never drops out: such a hit is kept and capped at
-REVIEW, so a slur wrapped in friendly words goes to a person, not through. The gate drops a Chinese
-context rule's hit whatever its severity: the zh rules are phrase patterns ("<group> 都是 ..."), and
-benign messages that quote or reject them were most of what the gate let through otherwise.
+REVIEW, so a slur wrapped in friendly words goes to a person, not through. The Chinese gate keeps every
+Chinese lexicon entry at REVIEW (an insult appended to a benign message shares the window the gate reads,
+so the gate must not be a way to pass it) and drops a Chinese phrase rule's hit whatever its severity:
+the zh rules are patterns ("<group> 都是 ..."), and benign messages that quote or reject them were most of
+what the gate let through otherwise.
 
 Example::
 
@@ -22,7 +24,7 @@ from dataclasses import replace
 from services.common.contracts.text import LexiconHit
 from services.common.text_match.scripts import has_cjk
 
-__all__ = ["UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "chinese_term", "unbacked"]
+__all__ = ["RULE_PREFIX", "UNCORROBORATED_CATEGORIES", "UNCORROBORATED_SEVERITY", "chinese_term", "gate_reads", "unbacked"]
 
 #: hits of these categories at this severity (the lexicon's top tier: slurs, child-exploitation terms)
 #: never drop out; unbacked they may at most REVIEW. Threats are not among them: "I will kill you" at
@@ -34,27 +36,48 @@ RULE_PREFIX = "rule:"
 
 
 def chinese_term(hit: LexiconHit) -> bool:
-    """True for a hit of a Chinese entry or rule: its term or the text it matched has CJK characters. In a
-    text without CJK it was matched in the pinyin or pinyin-initial space ("nmsl" for 你妈死了), Chinese
-    written in Latin letters, which the English heads cannot read; in a Chinese text a rule hit's term is
-    its words ("rule" hits keep the surface text they matched).
+    """True for a hit of a Chinese entry (its term has CJK characters): in a text without CJK it was
+    matched in the pinyin or pinyin-initial space ("nmsl" for 你妈死了), Chinese written in Latin
+    letters, which the English heads cannot read.
 
     Example::
 
         >>> chinese_term(LexiconHit("harassment", "你妈死了", 3, 0, 4, "nmsl"))
         True
-        >>> chinese_term(LexiconHit("violence", "顺着网线 掐死你", 3, 0, 8, "顺着网线过去掐死你", "rule:vio-kill-addr"))
-        True
         >>> chinese_term(LexiconHit("profanity", "sb", 2, 0, 2, "sb"))
         False
     """
-    return has_cjk(hit.term) or has_cjk(hit.text)
+    return has_cjk(hit.term)
 
 
-def unbacked(hit: LexiconHit, *, rules_too: bool = True) -> LexiconHit | None:
+def gate_reads(hit: LexiconHit) -> bool:
+    """Whether the Chinese harm gate may judge `hit`: it matched Chinese characters the gate read (not
+    pinyin or Latin letters standing for a Chinese entry: "nmsl" beside "哈哈"), and it is a Chinese lexicon
+    entry or a Chinese phrase rule (whose term is `rule:<id>`), not an English context rule whose word
+    gap happened to span a Chinese word ("i will 狠狠 kill you").
+
+    Example::
+
+        >>> gate_reads(LexiconHit("harassment", "你妈死了", 3, 0, 4, "nmsl"))
+        False
+        >>> gate_reads(LexiconHit("hate", "rule:hate-group-is", 3, 0, 5, "河南人都是", "rule:hate-group-is"))
+        True
+        >>> gate_reads(LexiconHit("violence", "i will 狠狠 kill", 3, 0, 14, "i will 狠狠 kill", "rule:threat_first_person"))
+        False
+    """
+    if not has_cjk(hit.text):
+        return False
+    if hit.source.startswith(RULE_PREFIX):
+        return hit.term.startswith(RULE_PREFIX)
+    return has_cjk(hit.term)
+
+
+def unbacked(hit: LexiconHit, *, rules_too: bool = True, every_entry: bool = False) -> LexiconHit | None:
     """What is left of a hit its model did not back: None, or for a top-tier hate or sexual hit the hit
-    capped at REVIEW (module docstring). `rules_too` False: only a lexicon entry is kept so, a context
-    rule's hit (`rule:<id>`, a phrase pattern, not a listed slur) is dropped like the others.
+    capped at REVIEW (module docstring). `rules_too` False: a context rule's hit (`rule:<id>`, a phrase
+    pattern, not a listed word) is dropped whatever its severity. `every_entry`: every lexicon entry is kept
+    at REVIEW, not only the top tier (what the Chinese harm gate does: a listed word never goes through
+    silently, the gate only decides whether it blocks).
 
     Example::
 
@@ -64,6 +87,6 @@ def unbacked(hit: LexiconHit, *, rules_too: bool = True) -> LexiconHit | None:
     """
     if not rules_too and hit.source.startswith(RULE_PREFIX):
         return None
-    if hit.severity >= UNCORROBORATED_SEVERITY and hit.category in UNCORROBORATED_CATEGORIES:
+    if every_entry or (hit.severity >= UNCORROBORATED_SEVERITY and hit.category in UNCORROBORATED_CATEGORIES):
         return replace(hit, max_action="review")
     return None

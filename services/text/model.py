@@ -24,8 +24,7 @@ and its per-category heads (`text_heads_zh_semantic`), on every text with a CJK 
 normalised text (evasions restored); they only ever raise a score (the maximum of the other scores and
 theirs), so English is unchanged. The harm gate over the same features (`text_heads_zh_gate`) says whether
 such a text is harmful at all; where it says no, the Chinese heads' scores do not count and neither do the
-text's Chinese lexicon and rule hits (a top-tier hate or sexual entry stays, capped at REVIEW:
-`services.text.hits`): most Chinese false positives were a listed word or a rule firing in a benign
+text's Chinese phrase-rule hits (its listed words stay, capped at REVIEW: `services.text.hits`): most Chinese false positives were a listed word or a rule firing in a benign
 message. English hits and the English heads' scores of a mixed text are not the gate's to judge. Profile accurate adds the Chinese character n-gram heads
 (services/text/semantic.py).
 
@@ -63,8 +62,9 @@ from services.text.evidence import EVIDENCE_MIN, category_evidence
 from services.text.features import Analysis, CheapAnalyzer
 from services.text.embedding import DIMENSION
 from services.text.heads import Heads, TfidfVectorizerModel
-from services.text.hits import chinese_term, unbacked
+from services.text.hits import gate_reads, unbacked
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
+from services.text.minors import minor_references
 from services.text.subcategories import SUBCATEGORY_HEADS_FAST, minors_evidence, subcategory_shares
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 from services.text.windows import windowed_infer
@@ -289,9 +289,10 @@ class TextModerationModel(TextPipelineShape):
 
 
 def gated_hits(hits: Sequence[contract.LexiconHit]) -> tuple[contract.LexiconHit, ...]:
-    """The hits of a text the Chinese harm gate judged harmless: every hit of a non-Chinese entry or rule,
-    and of the Chinese ones only what `hits.unbacked` keeps of a lexicon entry (a top-tier hate or sexual
-    entry, at most REVIEW); a Chinese rule's hit is dropped.
+    """The hits of a text the Chinese harm gate judged harmless: every hit the gate cannot judge
+    (`hits.gate_reads`: English entries and rules, pinyin matches); a Chinese lexicon entry stays at most
+    REVIEW (an insult appended to a benign message shares the window the gate reads: the gate must not be
+    a way to pass it); a Chinese phrase rule's hit is dropped.
 
     Example::
 
@@ -301,9 +302,9 @@ def gated_hits(hits: Sequence[contract.LexiconHit]) -> tuple[contract.LexiconHit
     """
     kept = []
     for hit in hits:
-        if not chinese_term(hit):
+        if not gate_reads(hit):
             kept.append(hit)
-        elif (demoted := unbacked(hit, rules_too=False)) is not None:
+        elif (demoted := unbacked(hit, rules_too=False, every_entry=True)) is not None:
             kept.append(demoted)
     return tuple(kept)
 
@@ -338,8 +339,9 @@ def encode_outputs(analyses: Sequence[Analysis], scores: np.ndarray,
     count = len(analyses)
     out: dict[str, np.ndarray] = {name: scores[:, column:column + 1].astype(np.float32).reshape(count, 1)
                                   for column, name in enumerate(contract.SCORE_OUTPUTS)}
-    originals = [analysis.normalized.original for analysis in analyses]
-    shares = subcategory_shares(subcategory_heads, originals, english)
+    # references to minors: read once per text, over the analysis's own normalisation
+    references = [minor_references(analysis.normalized.original, analysis.normalized) for analysis in analyses]
+    shares = subcategory_shares(subcategory_heads, references, english)
     for column, name in enumerate(contract.SUBCATEGORY_OUTPUTS):
         out[name] = shares[:, column:column + 1].reshape(count, 1)
     matches = np.empty((count, 1), dtype=object)
@@ -350,7 +352,7 @@ def encode_outputs(analyses: Sequence[Analysis], scores: np.ndarray,
         spans = [span for column, category in enumerate(contract.CATEGORIES)
                  for span in category_evidence(category, float(scores[index, column]), analysis.hits,
                                                fallbacks[index].get(column), len(analysis.normalized.original))]
-        spans.extend(minors_evidence(originals[index]))
+        spans.extend(minors_evidence(references[index]))
         evidence[index, 0] = contract.encode_evidence(spans)
         target[index, 0] = 1.0 if analysis.flags.target else 0.0
     out[contract.MATCHES] = matches

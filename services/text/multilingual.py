@@ -181,7 +181,8 @@ class ZhSemanticHeads:
 
     def read(self, texts: Sequence[str]) -> ZhReading:
         """Scores [len(texts), 7] (per category, the highest among each text's windows) and whether each
-        text is harmful at all (the gate's highest window at 0.5 or more; True for all without a gate)."""
+        text is harmful at all (the gate's highest window at 0.5 or more; True for a text longer than the
+        windows read, whose rest the gate never saw, and for all without a gate)."""
         out = np.zeros((len(texts), len(CATEGORIES)), np.float32)
         harm = np.zeros(len(texts), np.float32)
         if not texts:
@@ -194,7 +195,9 @@ class ZhSemanticHeads:
         if self._gate is None:
             return ZhReading(out, np.ones(len(texts), dtype=bool))
         np.maximum.at(harm, owners, self._gate.predict(features)[:, 0])
-        return ZhReading(out, harm >= 0.5)
+        # The gate judges only what it read: a text longer than its windows (`max_windows`) stays open.
+        whole = np.array([sum(len(part) for part in parts) >= len(text) for parts, text in zip(cut, texts)])
+        return ZhReading(out, (harm >= 0.5) | ~whole)
 
     def warm(self) -> None:
         """Load the encoder's weights now."""

@@ -14,7 +14,8 @@ text is in is the category heads' question, not these. `sexual/minors` is read f
 
 Example::
 
-    shares = subcategory_shares(np.zeros((1, len(MODELLED_SUBCATEGORIES)), np.float32), ["she's 14"], [True])
+    shares = subcategory_shares(np.zeros((1, len(MODELLED_SUBCATEGORIES)), np.float32),
+                                [minor_references("she's 14")], [True])
     shares[0, SHARE_COLUMNS["sexual/minors"]]   # 1.0
 """
 
@@ -26,7 +27,6 @@ import numpy as np
 
 from services.common.contracts.text import SUBCATEGORY_OUTPUTS, EvidenceSpan
 from services.common.taxonomy import MODELLED_SUBCATEGORIES
-from services.text.minors import minor_references
 
 __all__ = ["MINORS", "SHARE_COLUMNS", "SUBCATEGORY_HEADS_FAST", "SUBCATEGORY_HEADS_SEMANTIC", "minors_evidence",
            "subcategory_shares"]
@@ -40,21 +40,21 @@ _MODELLED_COLUMNS = [SHARE_COLUMNS[name] for name in MODELLED_SUBCATEGORIES]
 _MINOR_SOURCE = "minor_reference"
 
 
-def subcategory_shares(heads: np.ndarray, texts: Sequence[str], english: Sequence[bool]) -> np.ndarray:
+def subcategory_shares(heads: np.ndarray, references: Sequence[Sequence[tuple[int, int]]],
+                       english: Sequence[bool]) -> np.ndarray:
     """Shares [N, len(SUBCATEGORY_OUTPUTS)] in the contract's order: the subcategory heads' scores `heads`
     [N, len(MODELLED_SUBCATEGORIES)] where the English heads read the text (`english`), else 0, and 1 for
-    `sexual/minors` where `texts` (as sent) refer to a minor."""
-    shares = np.zeros((len(texts), len(SHARE_COLUMNS)), np.float32)
-    if len(texts):
+    `sexual/minors` where a text has references to a minor (`references`, from `minor_references`)."""
+    shares = np.zeros((len(references), len(SHARE_COLUMNS)), np.float32)
+    if len(references):
         read = np.asarray(english, dtype=bool)
         shares[:, _MODELLED_COLUMNS] = np.where(read[:, None], heads.astype(np.float32), 0.0)
-    for index, text in enumerate(texts):
-        if minor_references(text):
+    for index, found in enumerate(references):
+        if found:
             shares[index, SHARE_COLUMNS[MINORS]] = 1.0
     return shares
 
 
-def minors_evidence(text: str) -> list[EvidenceSpan]:
-    """The `sexual/minors` evidence of `text` (as sent): one span per reference to a minor."""
-    return [EvidenceSpan(MINORS, start, end, 1.0, _MINOR_SOURCE) for start, end in minor_references(text)]
-
+def minors_evidence(references: Sequence[tuple[int, int]]) -> list[EvidenceSpan]:
+    """The `sexual/minors` evidence of a text: one span per reference to a minor (`minor_references`)."""
+    return [EvidenceSpan(MINORS, start, end, 1.0, _MINOR_SOURCE) for start, end in references]

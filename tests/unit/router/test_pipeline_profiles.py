@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Sequence, cast
 import numpy as np
 
 from services.common.contracts import text as contract
+from services.common.errors import DeadlineExceededError
 from services.router.dispatch import MODELS_OUTPUT, ModalityDispatcher, Row, UpstreamError
 from services.router.fusion import TextSpanEvidence
 from services.router.pipeline import Outcome, Pipeline
@@ -26,6 +28,9 @@ class FakeTextModel:
     fail: bool = False
     busy: bool = False
     seen: list[str] = field(default_factory=list)
+    #: Like a saturated upstream: wait until the deadline it is given, then raise DeadlineExceededError.
+    saturated: bool = False
+    deadlines: list[float] = field(default_factory=list)
 
     def overloaded(self, requester: Requester) -> bool:
         return self.busy
@@ -33,6 +38,10 @@ class FakeTextModel:
     async def submit(self, requester: Requester, payloads: Sequence[bytes], deadline: float) -> list[Row]:
         if self.fail:
             raise UpstreamError(f"{self.modality} down")
+        self.deadlines.append(deadline)
+        if self.saturated:
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            raise DeadlineExceededError(f"{self.modality}: deadline exceeded waiting")
         texts = [p.decode() for p in payloads]
         self.seen.extend(texts)
         return [self._row(text) for text in texts]
@@ -100,6 +109,19 @@ async def test_balanced_keeps_first_pass_scores_and_degrades_when_semantic_fails
     verdict = (await run("balanced", fast, semantic)).verdict
     assert [(d.stage, d.handling) for d in verdict.degradations] == [("text_semantic", "fail_closed")]
     assert verdict.decision == "block"  # c=0.95 still blocks
+
+
+async def test_a_saturated_second_opinion_gets_half_the_items_time_then_the_first_pass_answers_degraded() -> None:
+    fast, semantic = FakeTextModel("text"), FakeTextModel("text_semantic", saturated=True)
+    started = time.monotonic()
+    outcome = await pipeline(fast, semantic).run(ITEM, policy("balanced"), started + 0.4, Requester("t"))
+    elapsed = time.monotonic() - started
+    assert semantic.deadlines and semantic.deadlines[0] <= started + 0.2 + 0.05  # half of the 0.4 s left
+    assert elapsed < 0.4  # answered before the item's own deadline
+    verdict = outcome.verdict
+    assert [(d.stage, d.reason, d.handling) for d in verdict.degradations] == \
+        [("text_semantic", "over its time budget", "fail_closed")]
+    assert verdict.decision == "block"  # c=0.95 from the first pass
 
 
 async def test_semantic_skipped_under_overload_when_the_tenant_allows_it() -> None:

@@ -224,3 +224,39 @@ def test_policies_written_before_subcategories_keep_their_digest_and_get_the_def
     # without shares (a text service that does not give them) the category decides exactly as before
     assert fuse(old.compiled, Signals(texts=[text({"self_harm": 0.9}, {})])).categories == \
         [CategoryVerdict("self_harm", 0.9, "high", "block", "categories.self_harm.block >= 0.8")]
+
+
+def test_a_minor_named_in_a_caption_beside_an_explicit_image_blocks_even_under_an_adult_policy() -> None:
+    adult = PolicyDocument(name="adult", version="1", categories={"sexual": Thresholds(review=0.99, max_action="review")})
+    age = ScoreSpan("sexual/minors", 3, 5, 1.0, "minor_reference")
+    caption = text({"sexual": 0.05}, shares(sexual__minors=1.0), body="my 14yo stepsister", part=0, evidence=(age,))
+    verdict = verdict_for(caption, policy=adult, images=(ImageFinding(1, "opennsfw", {"sexual": 0.97}),))
+    assert (verdict.decision, category(verdict, "sexual").subcategory) == ("block", "sexual/minors")
+    # without the image (or with a benign one) the caption alone is nothing
+    assert verdict_for(caption, policy=adult, images=(ImageFinding(1, "opennsfw", {"sexual": 0.1}),)).decision == "allow"
+
+
+def test_the_floor_kind_stays_named_when_another_part_or_a_bank_match_decides_a_higher_action() -> None:
+    reviewed = PolicyDocument(name="p", version="1", categories=CATEGORIES,
+                              subcategories={"sexual/minors": SubcategoryRule(action="review")})
+    minor = text({"sexual": 0.6}, shares(sexual__minors=1.0), body="she's 14", part=0)
+    explicit = text({"sexual": 0.97}, shares(), body="explicit", part=1)
+    verdict = verdict_for(minor, explicit, policy=reviewed)
+    assert (verdict.decision, category(verdict, "sexual").subcategory) == ("block", "sexual/minors")
+    match = MatchFinding(0, Match(bank="known", bank_version=3, category="sexual", severity="high", action="block",
+                                  signal_type="pdq", distance=2, content_id="c1"))
+    matched = fuse(compile_policy(reviewed), Signals(texts=[minor], matches=[match]))
+    assert (matched.decision, category(matched, "sexual").subcategory) == ("block", "sexual/minors")
+
+
+def test_a_raised_text_cites_its_own_sexual_span() -> None:
+    adult = PolicyDocument(name="adult", version="1", categories={"sexual": Thresholds(review=0.99, max_action="review")})
+    first = text({"sexual": 0.995}, shares(), body="explicit one", part=0,
+                 evidence=(ScoreSpan("sexual", 0, 8, 0.99, "head:tokens"),))
+    second = text({"sexual": 0.7}, shares(sexual__minors=1.0), body="she's 14 and naked", part=1,
+                  evidence=(ScoreSpan("sexual/minors", 6, 8, 1.0, "minor_reference"),
+                            ScoreSpan("sexual", 13, 18, 0.7, "head:tokens")))
+    verdict = verdict_for(first, second, policy=adult)
+    assert verdict.decision == "block"
+    cited = {(e.category, e.part_index, getattr(e, "text", "")) for e in verdict.evidence}
+    assert {("sexual/minors", 1, "14"), ("sexual", 1, "naked")} <= cited

@@ -55,3 +55,22 @@ def test_spans_are_sorted_and_never_overlap() -> None:
     spans = minor_references(text)
     assert spans == sorted(spans) and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     assert [text[a:b] for a, b in spans] == ["14", "jailbait", "13", "toddler"]
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("my daughter is 12", ["12"]), ("she's under 16", ["16"]), ("14 year olds", ["14"]), ("16f4m", ["16"]),
+    ("a sophomore in high school", ["sophomore in high school"]), ("十四五岁的", ["十四五岁"]), ("14周岁", ["14周岁"]),
+    ("未满18岁", ["未满18岁"]), ("找个中学生", ["中学生"]),
+])
+def test_more_ways_to_state_a_minors_age(text: str, found: list[str]) -> None:
+    assert [text[a:b] for a, b in minor_references(text)] == found
+
+
+@pytest.mark.parametrize("text", [
+    "she's 10 years younger than me", "he's 12 years my senior", "im 14 years clean", "he's 8 and a half inches",
+    "he's 6-4 and hung", "she's 5-2 and tiny", "he lasted barely 5 seconds", "he's 8 thick", "i'm 3 for 3",
+    "DNI if you're 13-17", "if ur 16 dont interact", "18+ only. If you're 17 or under, leave now",
+    "minors DNI, if you are 15 or younger leave", "not for anyone aged 13-17", "no one under 16", "grade 5 titanium",
+])
+def test_measurements_ranges_and_disclaimers_are_not_references(text: str) -> None:
+    assert minor_references(text) == []

@@ -11,6 +11,7 @@ from services.common.contracts import text as contract
 from services.common.taxonomy import MODELLED_SUBCATEGORIES
 from services.text.model import TextModerationModel
 from services.text.semantic import TextSemanticModel
+from services.text.minors import minor_references
 from services.text.subcategories import SHARE_COLUMNS, subcategory_shares
 
 #: (text, the kind it is, a kind of the same category it is not); written for these tests, not corpus rows.
@@ -57,7 +58,8 @@ def test_chinese_gets_no_head_shares_and_a_reference_to_a_minor_is_the_minors_ev
 
 def test_shares_count_the_heads_only_where_the_english_heads_read_the_text() -> None:
     heads = np.full((2, len(MODELLED_SUBCATEGORIES)), 0.75, np.float32)
-    shares = subcategory_shares(heads, ["i will find you", "a 12 year old"], [True, False])
+    shares = subcategory_shares(heads, [minor_references("i will find you"), minor_references("a 12 year old")],
+                                [True, False])
     assert shares.shape == (2, len(contract.SUBCATEGORY_OUTPUTS))
     assert shares[0, SHARE_COLUMNS["violence/threat"]] == 0.75 and shares[0, SHARE_COLUMNS["sexual/minors"]] == 0.0
     assert shares[1, SHARE_COLUMNS["violence/threat"]] == 0.0 and shares[1, SHARE_COLUMNS["sexual/minors"]] == 1.0

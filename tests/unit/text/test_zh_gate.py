@@ -22,11 +22,12 @@ def batch(*texts: str) -> dict[str, np.ndarray]:
     return {"TEXT": np.array([[t.encode("utf-8")] for t in texts], dtype=object)}
 
 
-def test_the_gate_closes_on_benign_chinese_and_their_hits_and_scores_do_not_count(text_model: TextModerationModel) -> None:
+def test_the_gate_closes_on_benign_chinese_and_their_rules_and_scores_do_not_count(text_model: TextModerationModel) -> None:
     result = text_model.score([*BENIGN, *HARMFUL])
     assert result.zh_closed == [True, True, False, False, False]
     for index in range(len(BENIGN)):
-        assert result.analyses[index].hits == () and float(result.scores[index].max()) < 0.5, BENIGN[index]
+        assert all(h.max_action == "review" and not h.source.startswith("rule:") for h in result.analyses[index].hits)
+        assert float(result.scores[index].max()) < 0.5, BENIGN[index]
     for index in range(len(BENIGN), len(BENIGN) + len(HARMFUL)):
         assert result.analyses[index].hits and float(result.scores[index].max()) >= 0.5, HARMFUL[index - len(BENIGN)]
 
@@ -37,12 +38,31 @@ def test_the_semantic_model_keeps_the_gate_closed_for_its_chinese_heads(semantic
     assert all(json.loads(out[contract.MATCHES][i, 0]) == [] for i in range(len(BENIGN)))
 
 
-def test_a_closed_gate_drops_chinese_rules_and_entries_keeps_english_hits_and_top_tier_slurs_at_review() -> None:
-    rule = LexiconHit("violence", "宰了 它", 3, 0, 4, "我要宰了它", "rule:vio-i-will")
+def test_a_closed_gate_drops_chinese_rules_keeps_english_hits_and_chinese_entries_at_review() -> None:
+    # a Chinese phrase rule's hit carries "rule:<id>" as its term (services/common/text_match/lexicon.py)
+    rule = LexiconHit("violence", "rule:vio-i-will", 3, 0, 5, "我要宰了它", "rule:vio-i-will")
     entry = LexiconHit("harassment", "废物", 2, 5, 7, "废物", "default")
     slur = LexiconHit("hate", "黑鬼", 3, 8, 10, "黑鬼", "default")
     english = LexiconHit("profanity", "fuck", 2, 11, 15, "fuck", "default")
-    kept = gated_hits([rule, entry, slur, english])
-    assert [(h.term, h.max_action) for h in kept] == [("黑鬼", "review"), ("fuck", None)]
-    hate_rule = LexiconHit("hate", "河南人 都是", 3, 0, 5, "河南人都是", "rule:hate-group-is")
+    threat = LexiconHit("violence", "弄死你", 3, 11, 14, "弄死你", "default")
+    kept = gated_hits([rule, entry, slur, english, threat])
+    assert [(h.term, h.max_action) for h in kept] == [("废物", "review"), ("黑鬼", "review"), ("fuck", None),
+                                                      ("弄死你", "review")]
+    hate_rule = LexiconHit("hate", "rule:hate-group-is", 3, 0, 5, "河南人都是", "rule:hate-group-is")
     assert gated_hits([hate_rule]) == ()
+
+
+def test_the_gate_never_judges_what_it_cannot_read_pinyin_or_an_english_rule_spanning_a_chinese_word() -> None:
+    pinyin = LexiconHit("harassment", "你妈死了", 3, 0, 4, "nmsl", "default")            # "nmsl 哈哈"
+    english_rule = LexiconHit("violence", "i will 狠狠 kill you", 3, 0, 17, "i will 狠狠 kill you",
+                              "rule:threat_first_person")                          # an English context rule
+    assert gated_hits([pinyin, english_rule]) == (pinyin, english_rule)
+
+
+def test_a_severe_entry_after_a_benign_preamble_stays_at_review_and_text_past_the_windows_keeps_the_gate_open(
+        text_model: TextModerationModel) -> None:
+    preamble = "今天下班回家的路上看到一只小猫蹲在路边，特别可爱，我给它买了根火腿肠，它吃得特别开心。"
+    result = text_model.score([preamble * 12 + "你妈死了傻逼", preamble * 30 + "你妈死了傻逼"])
+    assert any(hit.term == "你妈死了" and (hit.max_action == "review" or not result.zh_closed[0])
+               for hit in result.analyses[0].hits)
+    assert result.zh_closed[1] is False  # 30 sentences: more than the gate's windows read
