@@ -21,9 +21,10 @@ category" 0.84 with the encoder alone, 0.94 with both; services/text/build/train
 The same features feed the Chinese harm gate (`text_heads_zh_gate`): one class-balanced head that says
 whether a Chinese text is harmful at all, its threshold chosen at training so that it lets through
 `GATE_RECALL` of the harmful dev messages. Where it closes, the Chinese heads' scores and the Chinese
-lexicon and rule hits of that text do not count (services/text/model.py): on the naturalistic dev fold
-most Chinese false positives were a listed word or a rule in a benign message, which this one reading
-of the whole message corrects (services/text/build/train_zh_semantic.py).
+phrase-rule hits of that text do not count and its Chinese lexicon entries act at most REVIEW
+(services/text/model.py): on the naturalistic dev fold most Chinese false positives were a listed word or
+a rule in a benign message, which this one reading of the whole message corrects
+(services/text/build/train_zh_semantic.py).
 
 Example::
 
