@@ -49,7 +49,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Protocol
+from typing import Awaitable, Callable, Literal, Protocol
 
 from services.common.errors import LimitExceededError, UnavailableError
 from services.router.admission import OverQuotaError, Quota
@@ -286,12 +286,15 @@ class SharedQuota:
     WARM_TIMEOUT_S = 2.0
 
     def __init__(self, config: SharedQuotaConfig, backend: QuotaBackend, *, metrics: QuotaMetrics | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """`clock` and `sleep`: the monotonic clock and how to wait on it (tests pass fakes)."""
         self.config = config
         self.backend = backend
         self.book = LeaseBook(config)
         self.metrics: QuotaMetrics = metrics or _NoMetrics()
         self._clock = clock
+        self._sleep = sleep
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
         self._backend_down_until = 0.0
@@ -335,7 +338,7 @@ class SharedQuota:
                 del self._waiting[tenant]
 
     async def _lease_and_take(self, tenant: str, quota: Quota, items: int, limit: int, qos_class: str) -> SharedTake:
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             # Another call may have leased while this one waited.
             step = self.book.try_take(tenant, quota, items, self._clock())
             if isinstance(step, Taken):
@@ -368,12 +371,18 @@ class SharedQuota:
                 if grant.used >= self.config.near_limit_ratio * limit:
                     self.metrics.record_near_limit(tenant, qos_class)
                 return SharedTake("shared", step.window)
-            if grant.granted >= amount and attempt == 1:
-                continue  # granted in full, but its window ended on the way back: ask in the new one
+            if grant.granted >= amount and attempt < 3:
+                # Granted in full, but its window ended on the way back, or ends within the lapse margin (a
+                # call landing in the window's last millisecond): wait out that tail, then ask in the new one.
+                # (window_left_ms is whole milliseconds: 0 may be up to 1 ms, so wait a millisecond more.)
+                tail = asked_at + grant.window_left_ms / 1000.0 - now
+                if tail >= 0:
+                    await self._sleep(min(tail + 0.001, 2 * self.config.lapse_margin_s))
+                continue
             self.book.refuse_until_window_end(tenant)
             retry = max(0.001, asked_at + grant.window_left_ms / 1000.0 - now)
             raise self._over(tenant, quota, retry)
-        raise self._over(tenant, quota, self.config.window_s)  # pragma: no cover - two lapsed full grants
+        raise self._over(tenant, quota, self.config.window_s)  # pragma: no cover - three lapsed full grants
 
     def _finish_late(self, tenant: str, request: asyncio.Future[Grant], asked_at: float) -> None:
         """Let a lease that outlived its wait finish in the background; a grant it brings is kept."""

@@ -270,6 +270,21 @@ async def test_a_grant_whose_window_ended_on_the_way_is_asked_again() -> None:
     assert taken.outcome == "shared" and taken.window == 1001 and backend.calls == 2
 
 
+async def test_a_grant_landing_in_the_windows_last_millisecond_waits_out_the_tail_and_asks_again() -> None:
+    clock = Clock(1000.9995)  # 0.5 ms left: inside the lapse margin, so the grant lapses as it lands
+    backend = MemoryBackend(clock)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    quota = SharedQuota(CONFIG, backend, clock=clock, sleep=sleep)
+    taken = await quota.take("acme", QUOTA, 1)
+    assert taken.outcome == "shared" and taken.window == 1001 and backend.calls == 2
+    assert slept == [pytest.approx(0.001)]  # the tail and half a millisecond: past the window's end
+
+
 async def test_one_lease_serves_every_waiting_call() -> None:
     clock = Clock()
 
