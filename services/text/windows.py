@@ -191,16 +191,14 @@ def merge(window_plan: WindowPlan, outputs: dict[str, np.ndarray], per_window_lo
             for hit in json.loads(bytes(outputs[contract.MATCHES][row, 0]).decode("utf-8")):
                 hits.append(_shifted(hit, window_plan.offsets[row]))
         matches[index, 0] = contract.encode_matches(hits)
-        spans = []
+        # each window's evidence parsed once (the deciding windows of all categories and kinds are among them)
+        parsed = {row: json.loads(bytes(outputs[contract.EVIDENCE][row, 0]).decode("utf-8")) for row in window_rows}
+        spans: list[dict[str, object]] = []
         for category, best in deciding.items():
             row = best[index]
-            for span in json.loads(bytes(outputs[contract.EVIDENCE][row, 0]).decode("utf-8")):
-                if span["category"] == category:
-                    spans.append(_shifted(span, window_plan.offsets[row]))
+            spans.extend(_shifted(span, window_plan.offsets[row]) for span in parsed[row] if span["category"] == category)
         for row in window_rows:
-            for span in json.loads(bytes(outputs[contract.EVIDENCE][row, 0]).decode("utf-8")):
-                if span["category"] in anywhere:
-                    spans.append(_shifted(span, window_plan.offsets[row]))
+            spans.extend(_shifted(span, window_plan.offsets[row]) for span in parsed[row] if span["category"] in anywhere)
         evidence[index, 0] = json.dumps(spans, ensure_ascii=False).encode("utf-8")
     merged[contract.MATCHES] = matches
     merged[contract.EVIDENCE] = evidence
