@@ -5,6 +5,7 @@
     auditmesh labels import labels.jsonl --tenant acme          # into the router's label store (admin API)
     auditmesh banks create spam_waves --shared --category spam   # known-content banks (services/match/)
     auditmesh banks add spam_waves --text "..." --image known.jpg
+    auditmesh banks import spam_waves hashes.txt --format threatexchange   # or csv, hma_json; `banks export` too
     auditmesh classifier train --examples labels.jsonl --tenant acme   # -> var/classifiers/acme/<version>/
     auditmesh classifier train --from-router --tenant acme
     auditmesh classifier score --classifier var/classifiers/acme/<version> --text "free airdrop, connect your wallet"
@@ -30,6 +31,8 @@ from google.protobuf.json_format import MessageToDict
 
 from services.router.tenants import hash_key
 
+#: services.match.formats.FORMATS (not imported: it loads the match service's hashing; a test keeps them equal).
+BANK_FORMATS = ("csv", "threatexchange", "hma_json")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,9 +136,21 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--text", action="append", default=[], help="a text (repeatable)")
     add.add_argument("--image", action="append", default=[], type=Path, help="an image file (repeatable)")
-    imports_csv = bank_actions.add_parser("import", help="add the hashes of a CSV file: signal_type,value[,content_id]")
-    imports_csv.add_argument("name")
-    imports_csv.add_argument("file", type=Path)
+    imports_hashes = bank_actions.add_parser("import", help="add the hashes of a hash list (docs/matching.md "
+                                             "\"Hash lists\")")
+    imports_hashes.add_argument("name")
+    imports_hashes.add_argument("file", type=Path)
+    imports_hashes.add_argument("--format", dest="format_", choices=BANK_FORMATS, default="csv",
+                                help="csv: signal_type,value[,content_id] (default); threatexchange: '<signal_type> "
+                                "<signal>' lines; hma_json: HMA's banked-content objects")
+    export = bank_actions.add_parser("export", help="print a bank's hashes as a hash list")
+    export.add_argument("name")
+    export.add_argument("--format", dest="format_", choices=BANK_FORMATS, default="csv")
+    remove = bank_actions.add_parser("remove", help="remove hashes: every hash banked under a content id, or one hash")
+    remove.add_argument("name")
+    remove.add_argument("--content-id", action="append", default=[], help="a content id (repeatable)")
+    remove.add_argument("--hash", action="append", default=[], metavar="SIGNAL_TYPE:VALUE",
+                        help="one hash, e.g. pdq:f8f8... (repeatable)")
     bank_actions.add_parser("list", help="every bank, its version and its hash counts")
     delete = bank_actions.add_parser("delete", help="delete a bank and its hashes")
     delete.add_argument("name")
@@ -328,9 +343,11 @@ def _activate(args: argparse.Namespace) -> int:
 
 
 def banks(args: argparse.Namespace) -> int:
-    """`auditmesh banks create|add|import|list|delete`: print the JSON result, or the problem and exit 2."""
-    from services.match.banks import BankError, BankSpec, BankStore
-    from services.match.commands import add_content, create_bank, delete_bank, import_csv, list_banks
+    """`auditmesh banks create|add|import|export|remove|list|delete`: print the JSON result (export: the
+    hash list), or the problem and exit 2."""
+    from services.match.banks import BankError, BankSpec, BankStore, Entry
+    from services.match.commands import (add_content, content_entries, create_bank, delete_bank, export_hashes,
+                                         import_hashes, list_banks, remove_content)
 
     store = BankStore(args.store)
     out: Any
@@ -341,14 +358,28 @@ def banks(args: argparse.Namespace) -> int:
                                               text_distance=args.text_distance, enabled_ratio=args.enabled_ratio,
                                               negative=args.negative))
         elif args.action == "add":
-            out = add_content(store, args.name, texts=args.text, images=args.image)
+            entries = content_entries(texts=[(text, "") for text in args.text],
+                                      images=[(path.read_bytes(), path.name) for path in args.image])
+            out = add_content(store, args.name, entries)
         elif args.action == "import":
-            out = import_csv(store, args.name, args.file)
+            try:
+                out = import_hashes(store, args.name, args.file.read_text(encoding="utf-8"), args.format_)
+            except BankError as error:
+                raise BankError(f"{args.file}: {error}") from None
+        elif args.action == "export":
+            sys.stdout.write(export_hashes(store, args.name, args.format_))
+            return 0
+        elif args.action == "remove":
+            hashes = []
+            for text in args.hash:
+                signal, _, value = text.partition(":")
+                hashes.append(Entry(signal, value.lower()))
+            out = remove_content(store, args.name, entries=hashes, content_ids=args.content_id)
         elif args.action == "delete":
             out = delete_bank(store, args.name)
         else:
             out = list_banks(store)
-    except (BankError, OSError) as error:
+    except (BankError, OSError, UnicodeDecodeError) as error:
         print(f"auditmesh banks {args.action}: {error}", file=sys.stderr)
         return 2
     finally:

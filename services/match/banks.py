@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,7 +37,8 @@ from services.common.taxonomy import CATEGORIES, is_well_formed_custom_category
 from services.match.index import HammingIndex
 from services.router.control.sqlite_wal import open_shared
 
-__all__ = ["BankError", "BankSpec", "BankStore", "Entry", "LoadedBank", "LoadedBanks", "SIGNAL_TYPES"]
+__all__ = ["BankError", "BankExistsError", "BankNotFoundError", "BankSpec", "BankStore", "Entry", "LoadedBank", "LoadedBanks",
+           "SIGNAL_TYPES"]
 
 SignalType = Literal["pdq", "md5", "sha256", "text_simhash", "text_sha256"]
 #: Signal types and the hex length of their values.
@@ -58,6 +58,14 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0);
 
 class BankError(ValueError):
     """A bank or an entry that cannot be stored; the message names the field."""
+
+
+class BankNotFoundError(BankError):
+    """The bank named does not exist."""
+
+
+class BankExistsError(BankError):
+    """A bank of that name exists already."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,12 @@ class BankSpec:
         if not self.negative and self.category not in CATEGORIES and not is_well_formed_custom_category(self.category):
             raise BankError(f"category: a taxonomy category or custom.<name> is required (what a match means), "
                             f"got {self.category!r}")
+        if self.severity not in ("low", "medium", "high"):
+            raise BankError(f"severity: low, medium or high, got {self.severity!r}")
+        if self.action not in ("review", "block"):
+            raise BankError(f"action: review or block, got {self.action!r}")
+        if len(self.description) > 1000:
+            raise BankError("description: at most 1,000 characters")
         if not 0 <= self.pdq_distance <= 128:
             raise BankError(f"pdq_distance: 0..128 bits, got {self.pdq_distance}")
         if not 0 <= self.text_distance <= 128:
@@ -128,12 +142,16 @@ class BankStore:
         self._db.executescript(_SCHEMA)
 
     def create_bank(self, spec: BankSpec) -> int:
-        """Create a new bank; BankError when one of that name exists (`put_bank` replaces a spec on purpose:
-        re-creating by mistake must not hand a bank's hashes to another owner)."""
-        with self._lock:
+        """Create a new bank; BankExistsError when one of that name exists (`put_bank` replaces a spec on
+        purpose: re-creating by mistake must not hand a bank's hashes to another owner). The check and the
+        insert are one write transaction, so two callers racing for a name cannot both create it."""
+        def insert() -> None:
             if self._db.execute("SELECT 1 FROM banks WHERE name = ?", (spec.name,)).fetchone() is not None:
-                raise BankError(f"bank {spec.name!r} exists; delete it first, or change its settings on purpose")
-        return self.put_bank(spec)
+                raise BankExistsError(f"bank {spec.name!r} exists; delete it first, or change its settings on purpose")
+            self._db.execute("INSERT INTO banks (name, spec, version, updated) VALUES (?, ?, 0, 0)",
+                             (spec.name, json.dumps(asdict(spec), sort_keys=True)))
+        with self._lock:
+            return self._write(spec.name, insert, create=True)
 
     def snapshot(self) -> tuple[int, list[tuple[BankSpec, int, list[Entry]]]]:
         """The generation and every bank with its hashes, read in one transaction (one consistent state,
@@ -164,7 +182,7 @@ class BankStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 if not self._db.execute("DELETE FROM banks WHERE name = ?", (name,)).rowcount:
-                    raise BankError(f"bank {name!r} does not exist")
+                    raise BankNotFoundError(f"bank {name!r} does not exist")
                 self._db.execute("DELETE FROM entries WHERE bank = ?", (name,))
                 self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
             except BaseException:
@@ -185,6 +203,33 @@ class BankStore:
             return self._write(bank, lambda: self._db.executemany(
                 "DELETE FROM entries WHERE bank = ? AND signal = ? AND value = ?",
                 [(bank, e.signal, e.value) for e in entries]))
+
+    def remove_content(self, bank: str, content_ids: Sequence[str]) -> tuple[int, int]:
+        """Remove every hash of `bank` banked under one of `content_ids` (HMA removes banked content by its
+        id); how many went and the bank's new version."""
+        removed = 0
+
+        def change() -> None:
+            nonlocal removed
+            for content_id in content_ids:
+                removed += self._db.execute("DELETE FROM entries WHERE bank = ? AND content_id = ?",
+                                            (bank, content_id)).rowcount
+        with self._lock:
+            version = self._write(bank, change)
+        return removed, version
+
+    def bank(self, name: str) -> tuple[BankSpec, int] | None:
+        """One bank's spec and version; None when there is none."""
+        with self._lock:
+            row = self._db.execute("SELECT spec, version FROM banks WHERE name = ?", (name,)).fetchone()
+        return None if row is None else (BankSpec(**json.loads(row[0])), int(row[1]))
+
+    def counts(self, bank: str) -> dict[str, int]:
+        """How many hashes of each signal type `bank` holds."""
+        with self._lock:
+            rows = self._db.execute("SELECT signal, COUNT(*) FROM entries WHERE bank = ? GROUP BY signal",
+                                    (bank,)).fetchall()
+        return {signal: int(count) for signal, count in rows}
 
     def banks(self) -> list[tuple[BankSpec, int]]:
         """Every bank's spec and version, by name."""
@@ -211,7 +256,7 @@ class BankStore:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             if not create and self._db.execute("SELECT 1 FROM banks WHERE name = ?", (bank,)).fetchone() is None:
-                raise BankError(f"bank {bank!r} does not exist; create it first")
+                raise BankNotFoundError(f"bank {bank!r} does not exist; create it first")
             change()  # type: ignore[operator]
             self._db.execute("UPDATE banks SET version = version + 1, updated = ? WHERE name = ?", (self._clock(), bank))
             self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
@@ -265,7 +310,3 @@ def _index(entries: Sequence[Entry], signal: str) -> HammingIndex:
     width = SIGNAL_TYPES[signal] // 2
     rows = np.array([list(bytes.fromhex(e.value)) for e in chosen], dtype=np.uint8).reshape(len(chosen), width)
     return HammingIndex.build(rows, [e.content_id or e.value for e in chosen])
-
-
-def _unused(db: sqlite3.Connection) -> None:  # pragma: no cover
-    del db

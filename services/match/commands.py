@@ -1,28 +1,29 @@
-"""What the `auditmesh banks` commands do, as functions (the CLI only parses and prints). They write the
-bank store file the match service reads (`match.banks_path`, default var/banks.sqlite); a running
-service picks the change up within its `reload_interval_s`.
+"""Bank management as functions: what `auditmesh banks` (which writes the store file directly) and the
+admin API's BankAdmin (services/router/control/bank_admin.py, over gRPC) both do. They write the bank
+store the match service reads (`match.banks_path`, default var/banks.sqlite); a running service picks
+the change up within its `reload_interval_s`.
 
     auditmesh banks create spam_waves --shared --category spam --action review
     auditmesh banks add spam_waves --text "FREE crypto airdrop, connect your wallet" --image known.jpg
-    auditmesh banks import spam_waves hashes.csv        # lines: signal_type,value[,content_id]
+    auditmesh banks import spam_waves hashes.csv                 # signal_type,value[,content_id]
+    auditmesh banks import spam_waves te.txt --format threatexchange
+    auditmesh banks export spam_waves --format hma_json
+    auditmesh banks remove spam_waves --content-id known.jpg
     auditmesh banks list
     auditmesh banks delete spam_waves
 """
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
 from typing import Any, Sequence
 
 from services.common.image_decode import decode_rgb
-from services.match.banks import BankError, BankSpec, BankStore, Entry
-from services.match.signals import MIN_MATCH_CHARS, image_signals, matchable, pdq_hex, text_signals
+from services.match.banks import BankError, BankNotFoundError, BankSpec, BankStore, Entry
+from services.match.formats import parse, render, text_entries
+from services.match.signals import image_signals, pdq_hex
 
-__all__ = ["add_content", "create_bank", "delete_bank", "import_csv", "list_banks"]
-
-#: Rows of one import file at most.
-MAX_IMPORT_ROWS = 10_000_000
+__all__ = ["add_content", "bank_info", "content_entries", "create_bank", "delete_bank", "export_hashes",
+           "image_entries", "import_hashes", "list_banks", "remove_content"]
 
 
 def create_bank(store: BankStore, spec: BankSpec) -> dict[str, Any]:
@@ -36,56 +37,71 @@ def delete_bank(store: BankStore, name: str) -> dict[str, Any]:
     return {"bank": name, "deleted": True}
 
 
-def add_content(store: BankStore, bank: str, *, texts: Sequence[str] = (), images: Sequence[Path] = ()) -> dict[str, Any]:
-    """Hash `texts` and `images` as the service does and add their hashes to `bank` (content id: the text's
-    first 60 characters, or the image's file name). BankError naming a file that is not an image."""
+def image_entries(data: bytes, content_id: str) -> list[Entry]:
+    """The entries an image is matched by, hashed as the service hashes a query: its PDQ (unless the image
+    is too flat for a perceptual hash to mean anything: quality under 50), MD5 and SHA-256. ValueError
+    when the bytes are not an image it decodes."""
+    hashed = image_signals(data, decode_rgb(data))
+    entries = [Entry("pdq", pdq_hex(hashed.pdq[0]), content_id)] if hashed.quality >= 50 else []
+    return entries + [Entry("md5", hashed.md5, content_id), Entry("sha256", hashed.sha256, content_id)]
+
+
+def content_entries(*, texts: Sequence[tuple[str, str]] = (), images: Sequence[tuple[bytes, str]] = ()) -> list[Entry]:
+    """The entries of texts and images, each given with its content id ("" for a text: its first 60
+    characters). BankError naming the content id of an image that does not decode or a text too short."""
     entries: list[Entry] = []
-    for text in texts:
-        signals = text_signals(text)
-        if not matchable(signals.canonical):
-            raise BankError(f"text {text[:60]!r}: its canonical form {signals.canonical!r} says too little to match "
-                            f"(under {MIN_MATCH_CHARS} letters or digits besides links); it would match every such message")
-        label = text[:60]
-        entries += [Entry("text_simhash", signals.simhash.hex(), label), Entry("text_sha256", signals.sha256, label)]
-    for path in images:
-        data = path.read_bytes()
+    for text, content_id in texts:
+        entries += text_entries(text, content_id)
+    for data, content_id in images:
         try:
-            hashed = image_signals(data, decode_rgb(data))
+            entries += image_entries(data, content_id)
         except ValueError as error:
-            raise BankError(f"{path}: {error}") from None
-        if hashed.quality >= 50:  # a flat image's perceptual hash would match every flat image: exact hashes only
-            entries.append(Entry("pdq", pdq_hex(hashed.pdq[0]), path.name))
-        entries += [Entry("md5", hashed.md5, path.name), Entry("sha256", hashed.sha256, path.name)]
+            raise BankError(f"{content_id or 'image'}: {error}") from None
+    return entries
+
+
+def add_content(store: BankStore, bank: str, entries: Sequence[Entry]) -> dict[str, Any]:
+    """Add `entries` (from `content_entries` or a hash list) to `bank`: how many, and its new version."""
     return {"bank": bank, "added": len(entries), "version": store.add(bank, entries)}
 
 
-def import_csv(store: BankStore, bank: str, path: Path) -> dict[str, Any]:
-    """Add the hashes of a CSV file (`signal_type,value[,content_id]` per line: pdq, md5, sha256,
-    text_simhash or text_sha256, lower-case hex) to `bank`; BankError naming the line of a bad row."""
-    entries: list[Entry] = []
-    with open(path, newline="", encoding="utf-8") as handle:
-        for number, row in enumerate(csv.reader(handle), 1):
-            if not row or row[0].startswith("#") or (number == 1 and row[0] == "signal_type"):
-                continue
-            if len(row) < 2:
-                raise BankError(f"{path}:{number}: expected signal_type,value[,content_id]")
-            try:
-                entries.append(Entry(row[0].strip(), row[1].strip().lower(), row[2].strip() if len(row) > 2 else ""))
-            except BankError as error:
-                raise BankError(f"{path}:{number}: {error}") from None
-            if len(entries) > MAX_IMPORT_ROWS:
-                raise BankError(f"{path}: more than {MAX_IMPORT_ROWS} rows; split the file")
+def remove_content(store: BankStore, bank: str, *, entries: Sequence[Entry] = (),
+                   content_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """Remove hashes from `bank`: `entries` by signal and value, and every hash banked under `content_ids`."""
+    removed = 0
+    version = 0
+    if content_ids:
+        removed, version = store.remove_content(bank, content_ids)
+    if entries or not content_ids:
+        before = sum(store.counts(bank).values())
+        version = store.remove(bank, entries)
+        removed += before - sum(store.counts(bank).values())
+    return {"bank": bank, "removed": removed, "version": version}
+
+
+def import_hashes(store: BankStore, bank: str, data: str, fmt: str = "csv") -> dict[str, Any]:
+    """Add the hashes of a hash list in format `fmt` (services/match/formats.py) to `bank`, in one
+    transaction; BankError naming the line of a bad row (nothing is added then)."""
+    if store.bank(bank) is None:
+        raise BankNotFoundError(f"bank {bank!r} does not exist; create it first")
+    entries = parse(fmt, data)
     return {"bank": bank, "rows": len(entries), "version": store.add(bank, entries)}
+
+
+def export_hashes(store: BankStore, bank: str, fmt: str = "csv") -> str:
+    """Every hash of `bank` as a hash list in format `fmt`; BankError when there is no such bank."""
+    if store.bank(bank) is None:
+        raise BankNotFoundError(f"bank {bank!r} does not exist")
+    return render(fmt, store.entries(bank))
+
+
+def bank_info(store: BankStore, spec: BankSpec, version: int) -> dict[str, Any]:
+    """One bank's settings, version and hash counts per signal type."""
+    return {"bank": spec.name, "version": version, "owner": spec.owner or None, "shared": spec.shared,
+            "category": spec.category, "action": spec.action, "negative": spec.negative,
+            "enabled_ratio": spec.enabled_ratio, "hashes": store.counts(spec.name)}
 
 
 def list_banks(store: BankStore) -> list[dict[str, Any]]:
     """Every bank: its spec, version and how many hashes of each signal type it holds."""
-    out = []
-    for spec, version in store.banks():
-        counts: dict[str, int] = {}
-        for entry in store.entries(spec.name):
-            counts[entry.signal] = counts.get(entry.signal, 0) + 1
-        out.append({"bank": spec.name, "version": version, "owner": spec.owner or None, "shared": spec.shared,
-                    "category": spec.category, "action": spec.action, "negative": spec.negative,
-                    "enabled_ratio": spec.enabled_ratio, "hashes": counts})
-    return out
+    return [bank_info(store, spec, version) for spec, version in store.banks()]

@@ -38,6 +38,7 @@ from services.router.control.admin_auth import AdminKey
 from services.router.control.canary import RollbackBounds
 from services.router.lanes import Lane, pick_lane, validate_lanes
 from services.router.scheduler import SchedulingConfig
+from services.common.serving.modality_config import ENV_BANKS_PATH  # lifecycle.banks_path, as match.banks_path
 from services.router.redis_state import RedisConfig
 from services.router.shared_quota import SharedQuotaConfig
 from services.router.verdict_cache import VerdictCacheConfig
@@ -147,6 +148,11 @@ class LifecycleConfig:
     review_tasks_path: str = ""
     #: How often buffered review tasks are written (a crash can lose at most this interval's tasks).
     review_flush_interval_s: float = 0.05
+    #: The bank store the BankAdmin API writes (services/match/banks.py): the same file as the match service's
+    #: `match.banks_path`. "" = `banks.sqlite` beside the policy store (var/banks.sqlite, the match service's
+    #: default), except with `postgres_dsn` (replicas share no file: BankAdmin is not served then unless a path
+    #: is named); "off" = BankAdmin not served. Env AUDITMESH_BANKS_PATH (the match service reads it too).
+    banks_path: str = ""
     #: PostgreSQL shared by every router replica for the policy store and the audit log
     #: (services/router/control/store_postgres.py, audit_postgres.py); "" = the SQLite files above.
     #: Env AUDITMESH_POSTGRES_DSN (it may carry a password: set it from a secret; never in a repr).
@@ -156,6 +162,13 @@ class LifecycleConfig:
     def labels_file(self) -> str:
         """Where the label store is: `labels_path`, else beside the policy store."""
         return self.labels_path or str(Path(self.store_path).parent / "labels.sqlite")
+
+    @property
+    def banks_file(self) -> str | None:
+        """Where the bank store is: `banks_path`, else beside the policy store; None when BankAdmin is off."""
+        if self.banks_path == "off" or (not self.banks_path and self.postgres_dsn):
+            return None
+        return self.banks_path or str(Path(self.store_path).parent / "banks.sqlite")
 
     @property
     def review_tasks_file(self) -> str:
@@ -264,6 +277,7 @@ def _load(path: Path, lane: str | None) -> RouterConfig:
         lifecycle = replace(lifecycle, store_path=env.get(ENV_POLICY_STORE) or lifecycle.store_path,
                             audit_path=env.get(ENV_AUDIT_LOG) or lifecycle.audit_path,
                             admin_keys_file=env.get(ENV_ADMIN_KEYS_FILE) or lifecycle.admin_keys_file,
+                            banks_path=env.get(ENV_BANKS_PATH, "").strip() or lifecycle.banks_path,
                             postgres_dsn=env.get(ENV_POSTGRES_DSN, "").strip() or lifecycle.postgres_dsn)
         internal = replace(config.internal, tls=client_tls_from_env(config.internal.tls, env),
                            secret_file=config.internal.secret_file)

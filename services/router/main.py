@@ -44,6 +44,7 @@ from services.router.dispatch import ModalityDispatcher
 from services.router.lanes import apply_nice, check_classes_covered, log_service_name
 from services.router.metrics import PolicyVersionsCollector, RouterMetrics, SchedulerCollector, VerdictCacheCollector
 from services.router.pipeline import Pipeline
+from services.router.control.bank_admin import BANK_ADMIN_SERVICE_NAME
 from services.router.policy_lifecycle import ADMIN_SERVICE_NAME, PolicyLifecycle
 from services.router.server import SERVICE_NAME, TOLERANT_STREAMS, ModerationServicer
 from services.router.shared_quota import SharedQuota
@@ -107,6 +108,8 @@ class Router:
                                            guard=AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="public"),
                                            shared_quota=self.shared_quota)
         lifecycle.admin.guard = AuthGuard(AuthThrottle(config.auth_throttle), auth_metrics, surface="admin")
+        if lifecycle.banks is not None:
+            lifecycle.banks.guard = lifecycle.admin.guard
         if self.servicer.verdicts.cache is not None:
             self.registry.register(VerdictCacheCollector(self.servicer.verdicts.cache))
         self._describe_task: asyncio.Task[None] | None = None
@@ -118,7 +121,8 @@ class Router:
         self.admin_service = (GrpcService("router-admin", replace(config.server, listen=config.admin_listen, metrics_listen="",
                                                                    max_concurrent_rpcs=0, max_pending_calls=0,
                                                                    max_connection_age_s=0.0),
-                                          service_names=[ADMIN_SERVICE_NAME], register=lifecycle.register_admin)
+                                          service_names=[ADMIN_SERVICE_NAME, *([BANK_ADMIN_SERVICE_NAME] if lifecycle.banks else [])],
+                                          register=lifecycle.register_admin)
                               if config.admin_listen else None)
 
     async def start(self) -> int:

@@ -7,7 +7,7 @@ audit log, canary bookkeeping and the PolicyAdmin service. `server.py` calls fou
     lifecycle.record(selection, request_id, item, outcome)     # audit record + canary counters
 
 and calls `lifecycle.register(server)` (the background tasks, with the public server),
-`lifecycle.register_admin(admin_server)` (the PolicyAdmin service, on its own port) and
+`lifecycle.register_admin(admin_server)` (the PolicyAdmin and BankAdmin services, on their own port) and
 `await lifecycle.close()`.
 """
 
@@ -31,11 +31,13 @@ from services.router.control.admin import ADMIN_SERVICE_NAME, PolicyAdminService
 from services.router.control.admin_auth import AdminAuth, load_admin_keys
 from services.router.control.audit import AuditInput, audit_record
 from services.router.control.audit_store import AuditLog, AuditStore
+from services.router.control.bank_admin import BankAdminServicer
 from services.router.control.canary import CANARY_CLOCK
 from services.router.control.label_store import LabelRepository, LabelStore
 from services.router.control.review_queue import ReviewQueue, ReviewTasks, task_reason
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
+from services.match.banks import BankStore
 from services.router.pipeline import Outcome
 from services.router.control.control import PolicyControl
 from services.router.control.runtime import PolicyRuntime, Selection
@@ -62,7 +64,8 @@ class PolicyLifecycle:
 
     def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
                  labels: LabelRepository | None = None, reviews: ReviewTasks | None = None,
-                 changes: PolicyChangeFeed | None = None, fleet: CanaryFleet | None = None) -> None:
+                 changes: PolicyChangeFeed | None = None, fleet: CanaryFleet | None = None,
+                 banks: BankStore | None = None) -> None:
         self.config = config
         self.control = control
         self.audit = audit
@@ -72,6 +75,8 @@ class PolicyLifecycle:
         settings = config.lifecycle
         self.watcher = ConfigWatcher(control, Path(config.policies_dir), Path(config.tenants_file))
         self.admin = PolicyAdminServicer(control, audit, auth, labels=labels, reviews=reviews)
+        #: Banks of known content (BankAdmin), in the store the match service reads; None: not served here.
+        self.banks = BankAdminServicer(banks, auth) if banks is not None else None
         self._review_flush_s = settings.review_flush_interval_s
         self._watch_interval_s = settings.watch_interval_s
         self._flush_interval_s = settings.audit_flush_interval_s
@@ -104,7 +109,11 @@ class PolicyLifecycle:
         labels: LabelRepository = PostgresLabelStore(dsn) if dsn else LabelStore(Path(settings.labels_file))
         reviews: ReviewTasks = (PostgresReviewQueue(dsn, retention_s=retention_s) if dsn
                                 else ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s))
-        return cls(config, control, audit, auth, labels=labels, reviews=reviews,
+        banks_file = settings.banks_file if config.admin_listen else None
+        banks = BankStore(Path(banks_file)) if banks_file else None
+        if banks_file:
+            log.info("BankAdmin manages the bank store %s (the match service must read the same file)", banks_file)
+        return cls(config, control, audit, auth, labels=labels, reviews=reviews, banks=banks,
                    changes=PolicyChangeFeed(dsn) if dsn else None,
                    fleet=CanaryFleet(connect(config.redis, timeout_s=1.0), config.redis.key("canary"))
                    if config.redis.enabled else None)
@@ -175,8 +184,10 @@ class PolicyLifecycle:
             self._spawn(self._flush_reviews(self.reviews))
 
     def register_admin(self, server: grpc.aio.Server) -> None:
-        """Add the PolicyAdmin service to `server` (the admin port's: never the public one)."""
+        """Add the PolicyAdmin and BankAdmin services to `server` (the admin port's: never the public one)."""
         apb_grpc.add_PolicyAdminServicer_to_server(self.admin, server)
+        if self.banks is not None:
+            apb_grpc.add_BankAdminServicer_to_server(self.banks, server)
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -243,6 +254,8 @@ class PolicyLifecycle:
             self.labels.close()
         if self.reviews is not None:
             await asyncio.to_thread(self.reviews.close)
+        if self.banks is not None and self.banks.store is not None:
+            await asyncio.to_thread(self.banks.store.close)
         await asyncio.to_thread(self.control.store.close)  # may wait for a worker thread's statement to end
 
     def collector(self) -> Collector:

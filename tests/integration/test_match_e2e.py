@@ -2,7 +2,8 @@
 service on loopback, banks in its store) answers a re-posted (brightened) banked photo BLOCK with match evidence, the
 exact banked bytes BLOCK at once (short-circuited), and a light edit of a banked spam message takes the
 action the policy gives that bank, under a policy version that turns matching on; the version before it
-ignores the banks."""
+ignores the banks. A tenant's bank made through the admin API (BankAdmin) matches that tenant's messages
+within the match service's reload interval."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tests.unit.match.conftest import photo_bytes, rgb, variants
 pytestmark = pytest.mark.slow
 
 ADMIN = [("x-admin-key", "demo-admin-key")]
+SCAM = "Your parcel is held at customs today, pay the 2.99 release fee at parcel-release-desk to get it delivered"
 SPAM = "Earn $500 a day from home, no experience needed. DM me on telegram @richfast99 and I will show you how"
 
 
@@ -59,12 +61,15 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
     from dataclasses import replace
 
     match_config = replace(match_config, server=ServerConfig("127.0.0.1:0", grace_period_s=1.0),
-                           match=replace(match_config.match, banks_path=str(tmp_path / "banks.sqlite")))
+                           match=replace(match_config.match, banks_path=str(tmp_path / "banks.sqlite"),
+                                         reload_interval_s=0.3))
     models = served_models(match_config)
     service, _ = build_service(match_config, models)
     port = await service.start()
     # The shipped router.yaml names a match upstream; the router calls this test's service instead.
-    mesh = Mesh(base_port=free_base_port(), config_dir=config, extra_env={"AUDITMESH_MATCH_URL": f"127.0.0.1:{port}"})
+    # The router's BankAdmin writes the store this service reads (AUDITMESH_BANKS_PATH, as docker-compose sets it).
+    mesh = Mesh(base_port=free_base_port(), config_dir=config, extra_env={"AUDITMESH_MATCH_URL": f"127.0.0.1:{port}",
+                                                                          "AUDITMESH_BANKS_PATH": str(tmp_path / "banks.sqlite")})
     router = mesh.routers[0]
     try:
         await asyncio.to_thread(mesh.start_services, ["text", "vision", router], 180.0)
@@ -93,6 +98,22 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
             category = next(c for c in spam.categories if c.category == "spam")
             assert category.action == pb.BLOCK and category.rule == "match:spam_waves@2/text_simhash"
             assert matched(spam) == [("spam", "spam_waves", "text_simhash")]
+
+            # A bank made through the admin API (BankAdmin, on the router's admin port) for this tenant: the match
+            # service swaps it in within its reload interval (tenant isolation: tests/unit/match/test_matcher.py).
+            banks = apb_grpc.BankAdminStub(channel)
+            banks.CreateBank(apb.CreateBankRequest(name="acme-scams", settings=apb.BankSettings(
+                owner="acme", category="spam", action="block")), metadata=ADMIN)
+            added = banks.AddContent(apb.AddContentRequest(bank="acme-scams", contents=[apb.BankContent(
+                text=SCAM, content_id="ticket-88")]), metadata=ADMIN)
+            assert added.hashes == 2
+            for attempt in range(60):
+                fresh = await asyncio.to_thread(moderate, stub, f"scam-{attempt}", text=SCAM.replace("2.99", "3.49"))
+                if matched(fresh):
+                    break
+                await asyncio.sleep(0.1)
+            assert matched(fresh) == [("spam", "acme-scams", "text_simhash")]
+            assert fresh.decision == pb.BLOCK
     finally:
         await asyncio.to_thread(mesh.stop)
         await service.stop()

@@ -21,7 +21,7 @@ import yaml
 
 from services.common.internal_auth import ENV_ADMIN_SECRET_FILE, ENV_SECRET_FILE
 from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY
-from services.common.serving.modality_config import load_service_config
+from services.common.serving.modality_config import ENV_BANKS_PATH, load_service_config
 from services.common.tls_config import (ENV_TLS_CERT_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_TLS_KEY_FILE,
                                         ENV_UPSTREAM_TLS_CA_FILE, ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE)
 from services.launcher import mesh_services
@@ -38,7 +38,7 @@ SERVICES = {name: service for name, service in ALL_SERVICES.items() if name != C
 KNOWN_ENV = {ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, ENV_TENANTS_FILE, ENV_POLICIES_DIR, ENV_LANE,
              *ENV_UPSTREAM_URL.values(), ENV_ADMIN_LISTEN, ENV_ALLOW_DEMO_KEYS, ENV_SECRET_FILE, ENV_ADMIN_SECRET_FILE,
              ENV_TLS_CERT_FILE, ENV_TLS_KEY_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_UPSTREAM_TLS_CA_FILE,
-             ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE}
+             ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE, ENV_BANKS_PATH}
 MODALITY_CONTAINERS = ("text", "vision", "ocr")
 #: Known-content matching: no models, so it runs the router image with its own command, port and probe.
 MATCH = "match"
@@ -212,3 +212,27 @@ def test_only_env_names_the_code_reads() -> None:
     for name in SERVICES:
         baked = {key for key in image(name).env if key.startswith("AUDITMESH_")}
         assert baked <= KNOWN_ENV, baked - KNOWN_ENV
+
+
+def test_the_admin_router_and_the_match_service_share_one_bank_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BankAdmin (the interactive router) writes the file the match service reads: the same path in the same
+    volume, seen from each container."""
+    def in_volume(name: str, path: str) -> tuple[str, str]:
+        for volume in SERVICES[name]["volumes"]:
+            source, _, target = volume.partition(":")
+            target = target.split(":")[0]
+            if path.startswith(target.rstrip("/") + "/"):
+                return source, path[len(target.rstrip("/")) + 1:]
+        raise AssertionError(f"{name}: {path} is in no volume")
+
+    match_env = SERVICES[MATCH]["environment"]
+    for key, value in match_env.items():
+        monkeypatch.setenv(key, str(value))
+    match_path = "/app/" + load_service_config(ROOT / "config/match.yaml").match.banks_path
+    for key in match_env:
+        monkeypatch.delenv(key)
+    for key, value in SERVICES["router"]["environment"].items():
+        monkeypatch.setenv(key, str(value))
+    router_path = load_router_config(ROOT / "config/router.yaml").lifecycle.banks_file
+    assert router_path is not None and router_path.startswith("/app/")
+    assert in_volume("router", router_path) == in_volume(MATCH, match_path)

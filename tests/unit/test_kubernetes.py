@@ -455,7 +455,8 @@ def test_rules_the_api_server_enforces_beyond_the_schema(target: str) -> None:
 
 def test_config_maps_hold_the_repository_config() -> None:
     """The Kubernetes copies are config/'s files (kustomize reads nothing outside its folder); router.yaml
-    differs only where its header says: connection age 300 s, no inline admin key, a match upstream."""
+    differs only where its header says: connection age 300 s, no inline admin key, a match upstream, no BankAdmin
+    (the match pod's bank store is on its own volume)."""
     for path in [*BASE_CONFIG.glob("*.yaml"), *BASE_CONFIG.glob("policies/*.yaml")]:
         if path.name != "router.yaml":
             original = ROOT / "config" / path.relative_to(BASE_CONFIG)
@@ -468,11 +469,13 @@ def test_config_maps_hold_the_repository_config() -> None:
     expected = yaml.safe_load((ROOT / "config" / "router.yaml").read_text())
     expected["server"]["max_connection_age_s"] = 300
     expected["lifecycle"]["admin_keys"] = []
+    expected["lifecycle"]["banks_path"] = "off"
     expected["upstreams"]["match"] = ours["upstreams"].get("match")
     differing = sorted(key for key in {*ours, *expected} if ours.get(key) != expected.get(key))
     assert not differing, f"copy config/router.yaml's {differing} to deploy/kubernetes/base/config/router.yaml"
     config = load_router_config(BASE_CONFIG / "router.yaml")
     assert set(config.upstreams) == {*MODALITIES, *OPTIONAL_UPSTREAMS} and config.lifecycle.admin_keys == ()
+    assert config.lifecycle.banks_file is None
 
 
 @pytest.mark.parametrize("target", MESH_TARGETS)

@@ -43,6 +43,19 @@ KINDS: dict[int, Kind] = {apb.DOCUMENT_KIND_UNSPECIFIED: "policy", apb.POLICY: "
 KIND_VALUES = {"policy": apb.POLICY, "tenants": apb.TENANTS}
 
 
+async def admin_call(context: grpc.aio.ServicerContext, guard: AuthGuard, auth: AdminAuth, scope: str | None,
+                     work: Callable[[AdminKey], T]) -> T:
+    """One admin call: authenticate the admin key (under the failed-auth throttle); check `scope` (a tenant,
+    "" = all tenants, None = no tenant check); run `work` in a worker thread; map errors to statuses."""
+    async with call_status(context, log):
+        metadata = context.invocation_metadata()
+        key = guard.check(context.peer(), lambda: auth.authenticate(admin_key_from(metadata)))
+        if scope is not None:
+            auth.require(key, scope)
+        return await asyncio.to_thread(work, key)
+    raise AssertionError("unreachable: call_status ends the call on error")
+
+
 class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     def __init__(self, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
                  guard: AuthGuard | None = None, labels: LabelRepository | None = None,
@@ -62,14 +75,7 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         self.guard = guard or AuthGuard(AuthThrottle(), surface="admin")
 
     async def _run(self, context: grpc.aio.ServicerContext, scope: str | None, work: Callable[[AdminKey], T]) -> T:
-        """Authenticate; check `scope` (None = no tenant check); run `work` in a worker thread."""
-        async with call_status(context, log):
-            metadata = context.invocation_metadata()
-            key = self.guard.check(context.peer(), lambda: self.auth.authenticate(admin_key_from(metadata)))
-            if scope is not None:
-                self.auth.require(key, scope)
-            return await asyncio.to_thread(work, key)
-        raise AssertionError("unreachable: call_status ends the call on error")
+        return await admin_call(context, self.guard, self.auth, scope, work)
 
     @staticmethod
     def _doc(kind_value: int, name: str) -> tuple[Kind, str]:

@@ -50,6 +50,6 @@ def test_problems_name_the_field_or_the_line(tmp_path: Path, capsys: pytest.Capt
     csv = tmp_path / "hashes.csv"
     csv.write_text("pdq,abc\n")
     code, err = run(capsys, "--store", store, "import", "ok", str(csv))
-    assert code == 2 and f"{csv}:1: value: a pdq hash is 64 lower-case hex digits" in str(err)
+    assert code == 2 and f"{csv}: line 1: value: a pdq hash is 64 lower-case hex digits" in str(err)
     code, err = run(capsys, "--store", store, "add", "ok", "--image", str(csv))
     assert code == 2 and "could not be decoded" in str(err)

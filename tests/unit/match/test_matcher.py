@@ -130,11 +130,11 @@ def test_an_index_answers_within_its_radius_nearest_first() -> None:
 
 
 def test_texts_that_say_too_little_never_match_and_cannot_be_banked(store: BankStore) -> None:
-    from services.match.commands import add_content
+    from services.match.commands import content_entries
 
     store.put_bank(BankSpec("links", shared=True, category="spam"))
     with pytest.raises(BankError, match="says too little"):
-        add_content(store, "links", texts=["https://scam.example/abc 👉"])
+        content_entries(texts=[("https://scam.example/abc 👉", "")])
     store.add("links", [Entry("text_sha256", text_signals("https://x.io/1").sha256, "link-only")])  # by hand
     assert match_text(LoadedBanks.load(store).banks, text_signals("👉 https://other.site/zzz !!!")) == []
 
