@@ -95,6 +95,9 @@ class GrpcService:
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._stopped = asyncio.Event()
+        #: Draining: `hold` no longer changes health. `_held`: why health is NOT_SERVING while running, or None.
+        self._stopping = False
+        self._held: str | None = None
         self.port = 0
         #: The registry served on `metrics_listen` (kept even when no endpoint serves it).
         self.registry = metrics_registry
@@ -125,6 +128,22 @@ class GrpcService:
         log.info("%s serving on %s:%d (%s)", self.name, host, self.port, _transport(self.config))
         return self.port
 
+    async def hold(self, reason: str | None) -> None:
+        """Health NOT_SERVING while `reason` (a served model's data is stale: load balancers and kubelet take
+        the replica out) and SERVING again when None; nothing once stopping (draining stays NOT_SERVING)."""
+        if self._server is None or self._stopped.is_set() or self._stopping:
+            return
+        if reason == self._held:
+            return
+        if reason is not None:
+            log.warning("%s not ready: %s", self.name, reason)
+        elif self._held is not None:
+            log.info("%s ready again", self.name)
+        self._held = reason
+        status = health_pb2.HealthCheckResponse.NOT_SERVING if reason else health_pb2.HealthCheckResponse.SERVING
+        for name in ["", *self._service_names]:
+            await self._health.set(name, status)
+
     async def _set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ["", *self._service_names]:
@@ -138,6 +157,7 @@ class GrpcService:
             await self._stopped.wait()
             return
         log.info("%s draining: NOT_SERVING, up to %.1fs for in-flight calls", self.name, self.config.grace_period_s)
+        self._stopping = True
         await self._set_serving(False)
         await self._server.stop(self.config.grace_period_s)
         for close in self._on_close:

@@ -6,7 +6,13 @@ service reports ready only once its indexes are loaded. A background thread look
 generation every `reload_interval_s` (with up to 20 % jitter, so replicas do not rebuild at once) and,
 when it changed, builds every index anew off the request path and swaps the whole set in one
 assignment: a request is matched against one generation, never a mix. A reload that fails keeps the old
-set and is logged; `stale_s` says for how long the set has been behind the store.
+set and is logged; `stale_s` says how long ago the set was last confirmed current, and past
+`max_stale_s` `serving_problem` names why the model is not ready (ModelReady and grpc.health say so).
+
+Every match of a bank's entry is counted by the flood guard (services/match/flood.py): a flood is logged
+and exported, and with `flood.quarantine` its matches come back suppressed. `collector` exports the
+banks (hashes per bank and signal, generation, age, staleness), matches per bank and signal, floods, and
+the time spent hashing and searching per item.
 
 Example::
 
@@ -17,12 +23,15 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
-from typing import Mapping, Sequence
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence, cast
 
 import numpy as np
+from prometheus_client.registry import Collector
 
 from services.common.contracts import match as contract
 from services.common.contracts.tensors import TensorSpec
@@ -30,7 +39,9 @@ from services.common.errors import ImageRejectedError, InvalidInputError
 from services.common.image_decode import ImageLimits, decode_rgb
 from services.common.serving.model_api import ModelFile
 from services.match.banks import BankStore, LoadedBanks
+from services.match.flood import FloodGuard
 from services.match.matcher import match_image, match_text
+from services.match.metrics import MatchCollector
 from services.match.settings import MatchSettings
 from services.match.signals import image_signals, text_signals
 
@@ -52,12 +63,23 @@ class MatchModel:
     outputs: Sequence[TensorSpec] = contract.OUTPUTS
 
     def __init__(self, store: BankStore, settings: MatchSettings = MatchSettings(), *,
-                 limits: ImageLimits = ImageLimits(), watch: bool = True) -> None:
+                 limits: ImageLimits = ImageLimits(), watch: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.settings = settings
         self.limits = limits
+        self._clock = clock
         self.banks = LoadedBanks.load(store)
-        self._behind_since: float | None = None
+        #: When the loaded set was last confirmed current (read from the store, or the store's generation seen).
+        self._current_at = clock()
+        self.flood = FloodGuard(settings.flood)
+        #: Matches per (bank, signal type), floods per bank, and (seconds, items) hashing and searching per kind:
+        #: written by the batch thread, read at scrape time.
+        self.matches: dict[tuple[str, str], int] = {}
+        self.floods: dict[str, int] = {}
+        self.work: dict[str, list[float]] = {"text": [0.0, 0], "image": [0.0, 0]}
+        #: Entries that started flooding, with the window they did (old windows dropped as new floods come).
+        self._flooding: dict[object, int] = {}
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="match-banks", daemon=True) if watch else None
         if self._watcher is not None:
@@ -66,8 +88,16 @@ class MatchModel:
 
     @property
     def stale_s(self) -> float:
-        """Seconds the loaded banks have been behind the store (0 when current)."""
-        return 0.0 if self._behind_since is None else time.monotonic() - self._behind_since
+        """Seconds since the loaded banks were last confirmed current (up to a reload interval when healthy)."""
+        return max(0.0, self._clock() - self._current_at)
+
+    def serving_problem(self) -> str | None:
+        """Why this model should not take traffic now (its banks not confirmed current for `max_stale_s`), or None."""
+        stale = self.stale_s
+        if stale <= self.settings.max_stale_s:
+            return None
+        return (f"banks not confirmed current for {stale:.0f} s (max_stale_s {self.settings.max_stale_s:g}): the store "
+                f"{self.settings.banks_path} could not be read or reloaded; serving generation {self.banks.generation}")
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Match one batch; InvalidInputError for a malformed ITEM tensor or envelope."""
@@ -76,6 +106,7 @@ class MatchModel:
         matches = np.empty((len(items), 1), dtype=object)
         errors = np.empty((len(items), 1), dtype=object)
         for row, (tenant, kind, content) in enumerate(items):
+            started = time.perf_counter()
             visible = banks.visible_to(tenant)
             found: list[contract.Match] = []
             error = ""
@@ -87,9 +118,45 @@ class MatchModel:
                     found = match_image(visible, image_signals(content, rgb, dihedral=self.settings.dihedral))
                 except ImageRejectedError as rejected:
                     error = str(rejected)
-            matches[row, 0] = contract.encode_matches(found)
+            spent = self.work[kind]
+            spent[0] += time.perf_counter() - started
+            spent[1] += 1
+            matches[row, 0] = contract.encode_matches(self._guarded(found))
             errors[row, 0] = error.encode("utf-8")
+        window = math.floor(self._clock() / self.settings.flood.window_s)
+        for flood in self.flood.take_new():
+            bank, signal, content_id = cast(tuple[str, str, str], flood.key)
+            self.floods[bank] = self.floods.get(bank, 0) + 1
+            self._flooding = {k: w for k, w in self._flooding.items() if w == window}
+            self._flooding[flood.key] = window
+            log.warning("flood: bank %s entry %s (%s) matched %d items this window, baseline %.1f%s", bank, content_id,
+                        signal, flood.count, flood.baseline,
+                        "; its matches are quarantined (suppressed)" if self.settings.flood.quarantine else "")
         return {contract.MATCHES: matches, contract.ERROR: errors}
+
+    def _guarded(self, found: list[contract.Match]) -> list[contract.Match]:
+        """Count each acting match (per bank and signal, and in the flood guard); with quarantine, a flooding
+        entry's match comes back suppressed."""
+        now = self._clock()
+        out = []
+        for match in found:
+            if not match.negative and not match.suppressed:
+                key = (match.bank, match.signal_type)
+                self.matches[key] = self.matches.get(key, 0) + 1
+                flooding = self.flood.observe((match.bank, match.signal_type, match.content_id), now)
+                if flooding and self.settings.flood.quarantine:
+                    match = replace(match, suppressed=True)
+            out.append(match)
+        return out
+
+    def flood_snapshot(self) -> list[str]:
+        """The bank of each entry flooding in the current window (one name per entry)."""
+        window = math.floor(self._clock() / self.settings.flood.window_s)
+        return [cast(tuple[str, str, str], key)[0] for key, started in list(self._flooding.items()) if started == window]
+
+    def collector(self) -> Collector:
+        """Prometheus metrics of the banks and the matching (read at scrape time; services/match/metrics.py)."""
+        return MatchCollector(self)
 
     def warmup(self) -> None:
         """Hash and match a text and a small image once."""
@@ -115,16 +182,16 @@ class MatchModel:
         self._stop.set()
 
     def reload_if_changed(self) -> bool:
-        """Load the banks again when the store's generation moved; True when a new set was swapped in."""
+        """Load the banks again when the store's generation moved; True when a new set was swapped in. Either
+        way the set is then confirmed current; an error (the store unreadable) leaves it unconfirmed."""
+        looked_at = self._clock()
         generation = self.store.generation()
         if generation == self.banks.generation:
-            self._behind_since = None
+            self._current_at = looked_at
             return False
-        if self._behind_since is None:
-            self._behind_since = time.monotonic()
         loaded = LoadedBanks.load(self.store)
         self.banks = loaded  # one assignment: requests see the old set or the new one
-        self._behind_since = None
+        self._current_at = looked_at
         log.info("banks reloaded: %d banks, generation %d", len(loaded.banks), loaded.generation)
         return True
 

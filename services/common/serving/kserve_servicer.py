@@ -145,6 +145,12 @@ class ModelRunner:
             self._background.shutdown(wait=True)
 
 
+def model_problem(model: object) -> str | None:
+    """A model's `serving_problem()` when it has one (a model whose data can go stale), else None."""
+    problem = getattr(model, "serving_problem", None)
+    return problem() if callable(problem) else None
+
+
 class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     """Serves `runners` under the KServe v2 protocol. `ready` turns False while draining."""
 
@@ -168,11 +174,21 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ServerLive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service_pb2.ServerLiveResponse(live=True)
 
+    def serving_problem(self) -> str | None:
+        """Why a served model should not take traffic now (`serving_problem()` of a model that has one: the
+        match model's stale banks), or None."""
+        for runner in list(self.runners.values()):
+            problem = model_problem(runner.model)
+            if problem is not None:
+                return f"{runner.model.name}: {problem}"
+        return None
+
     async def ServerReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return service_pb2.ServerReadyResponse(ready=self.ready)
+        return service_pb2.ServerReadyResponse(ready=self.ready and self.serving_problem() is None)
 
     async def ModelReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return service_pb2.ModelReadyResponse(ready=self.ready and self._runner(request.name, request.version) is not None)
+        runner = self._runner(request.name, request.version)
+        return service_pb2.ModelReadyResponse(ready=self.ready and runner is not None and model_problem(runner.model) is None)
 
     async def ServerMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service_pb2.ServerMetadataResponse(name=self.server_name, version=self.server_version,

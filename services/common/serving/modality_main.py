@@ -84,6 +84,10 @@ def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], 
     with `loader` too, it also loads the models `loader` builds, including ones the service did not start with.
     With `credentials`, every call but health checks needs the internal secrets (internal_auth)."""
     registry = new_registry(config.service, VERSION)
+    for model in models:  # a model's own metrics (the match model's banks, matches and floods)
+        collector = getattr(model, "collector", None)
+        if callable(collector):
+            registry.register(collector())
     metrics = ModelMetrics(registry)
     runners = build_runners(models, config.batching, metrics)
     servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics, limits=config.limits)
@@ -153,7 +157,18 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory, loader: M
     log.info("gc: %d start-up objects frozen, thresholds %s", gc_settings.frozen_objects, gc_settings.thresholds)
     sys.setswitchinterval(config.batching.gil_switch_interval_ms / 1000.0)  # BatchingConfig.gil_switch_interval_ms
     log.info("gil switch interval %.2f ms", config.batching.gil_switch_interval_ms)
-    await service.serve_until_signal()
+    watcher = asyncio.create_task(hold_while_problem(service, servicer))
+    try:
+        await service.serve_until_signal()
+    finally:
+        watcher.cancel()
+
+
+async def hold_while_problem(service: GrpcService, servicer: KServeServicer, interval_s: float = 1.0) -> None:
+    """Keep grpc.health NOT_SERVING while a served model says it should not take traffic (its data stale)."""
+    while True:
+        await service.hold(servicer.serving_problem())
+        await asyncio.sleep(interval_s)
 
 
 def run_modality(service: str, factory: ModelFactory, argv: Sequence[str] | None = None, *,

@@ -69,4 +69,61 @@ def test_a_bank_change_is_matched_after_the_reload_and_never_half_way(model: Mat
     assert model.reload_if_changed() and not model.reload_if_changed()
     found = rows(model.infer(batch(("acme", "text", text.encode()))))[0][0]
     assert [(m.signal_type, m.distance, m.content_id, m.bank_version) for m in found] == [("text_sha256", 0, "wave-13", 3)]
-    assert model.stale_s == 0.0
+    assert model.stale_s < 1.0 and model.serving_problem() is None
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_banks_not_confirmed_current_for_max_stale_s_make_the_model_not_ready(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = BankStore(tmp_path / "banks.sqlite")
+    model = MatchModel(store, MatchSettings(banks_path=str(tmp_path / "banks.sqlite"), reload_interval_s=5,
+                                            max_stale_s=30), watch=False, clock=clock)
+    clock.now += 29
+    assert model.serving_problem() is None
+    assert not model.reload_if_changed()  # the store read, the same generation: confirmed current
+    clock.now += 29
+    assert model.serving_problem() is None
+    store.close()  # the store cannot be read any more: reloads fail, the set ages
+    with pytest.raises(Exception):
+        model.reload_if_changed()
+    clock.now += 2
+    problem = model.serving_problem()
+    assert problem is not None and problem.startswith("banks not confirmed current for 31 s (max_stale_s 30)")
+    with pytest.raises(ValueError, match="max_stale_s must be at least twice reload_interval_s"):
+        MatchSettings(reload_interval_s=5, max_stale_s=9)
+
+
+def test_a_flooding_entry_is_counted_reported_and_with_quarantine_suppressed(tmp_path: Path) -> None:
+    from services.match.flood import FloodSettings
+    from services.match.metrics import MatchCollector
+
+    clock = FakeClock()
+    store = BankStore(tmp_path / "banks.sqlite")
+    store.put_bank(BankSpec("memes", shared=True, category="hate"))
+    store.add("memes", [Entry("text_sha256", text_signals(SPAM).sha256, "template-1")])
+    settings = MatchSettings(banks_path=str(tmp_path / "banks.sqlite"),
+                             flood=FloodSettings(window_s=60, min_matches=5, factor=3, quarantine=True))
+    model = MatchModel(store, settings, watch=False, clock=clock)
+    suppressed = []
+    for _ in range(7):
+        found = rows(model.infer(batch(("acme", "text", SPAM.encode()))))[0][0]
+        suppressed.append(found[0].suppressed)
+    assert suppressed == [False] * 4 + [True] * 3  # the 5th match in the window floods: quarantined from then on
+    assert model.flood_snapshot() == ["memes"]
+    metrics = {(s.name, tuple(sorted(s.labels.items()))): s.value for family in MatchCollector(model).collect()
+               for s in family.samples}
+    assert metrics[("auditmesh_match_matches_total", (("bank", "memes"), ("signal", "text_sha256")))] == 7
+    assert metrics[("auditmesh_match_floods_total", (("bank", "memes"),))] == 1
+    assert metrics[("auditmesh_match_flooding_hashes", (("bank", "memes"),))] == 1
+    assert metrics[("auditmesh_match_bank_hashes", (("bank", "memes"), ("signal", "text_sha256")))] == 1
+    assert metrics[("auditmesh_match_items_total", (("kind", "text"),))] == 7
+    clock.now += 61  # a new window: the entry starts clear
+    assert rows(model.infer(batch(("acme", "text", SPAM.encode()))))[0][0][0].suppressed is False
+    assert model.flood_snapshot() == []
