@@ -328,6 +328,10 @@ class Lexicon:
         def keep_entry(entry: LexiconEntry, term: str, start: int, end: int, *, phonetic: bool = False) -> None:
             if phonetic and context.other_word(term, start, end):
                 return  # 柜子 sounds like 鬼子 but is a word of its own: a homophone, not an evasion
+            if phonetic and context.straddles(start, end):
+                return  # 建人 in 福建人, 人扎 in 残疾人扎堆: a sound-alike cut out of other words
+            if phonetic and _SENTENCE_BREAK.search(text.original, *text.original_span(start, end)):
+                return  # 日。转 (日赚), 荐，或 (贱货): a sound-alike across a sentence end is two sentences, not a word
             if not context.rejects(entry, start, end):
                 keep(entry.category, term, entry.severity, entry.source, entry.max_action, start, end)
 
@@ -372,6 +376,9 @@ class Lexicon:
                      hit.start, hit.end)
 
 
+#: Sentence ends, clause commas and line breaks: a sound-alike (pinyin, homophone) of a listed word is never
+#: matched across one. The word itself may be (卧。槽: evaders put any mark inside the very characters).
+_SENTENCE_BREAK = re.compile(r"[，。！？；：\n]")
 #: rule hits this short (code points) must not cut a segmented word, like lexicon terms
 _SHORT_RULE_HIT = 3
 #: characters of the original text around a hit that context rules' `text` conditions see

@@ -47,6 +47,17 @@ def test_pinyin_space_homophone_and_latin_syllables() -> None:
     assert _hits(lexicon, "沙滩上捡贝壳") == []
 
 
+def test_a_sound_alike_cut_out_of_other_words_or_across_a_sentence_is_no_evasion() -> None:
+    lexicon = Lexicon.build([LexiconEntry("贱人", "harassment", 3, "t", spaces=("chars", "pinyin"), unambiguous=True),
+                             LexiconEntry("日赚", "spam", 2, "t", spaces=("chars", "pinyin"), unambiguous=True),
+                             LexiconEntry("卧槽", "profanity", 2, "t", spaces=("chars", "pinyin"))])
+    assert _hits(lexicon, "福建人都很会做生意") == []          # 建人 cuts 福建: not 贱人
+    assert _hits(lexicon, "今天是纪念日。转一段话给大家") == []  # 日。转 is two sentences: not 日赚
+    assert _hits(lexicon, "你个见人") == [("harassment", "见人")]  # a sound-alike standing alone still is
+    assert _hits(lexicon, "每天日转三千") == [("spam", "日转")]
+    assert _hits(lexicon, "卧。槽，又掉线了") == [("profanity", "卧。槽")]  # the word itself, any mark inside
+
+
 def test_pinyin_space_needs_the_entry_flag() -> None:
     assert _hits(Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "t")]), "你这么个沙币") == []
 
