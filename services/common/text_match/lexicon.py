@@ -326,12 +326,16 @@ class Lexicon:
                                       max_action)
 
         def keep_entry(entry: LexiconEntry, term: str, start: int, end: int, *, phonetic: bool = False) -> None:
-            if phonetic and context.other_word(term, start, end):
-                return  # 柜子 sounds like 鬼子 but is a word of its own: a homophone, not an evasion
-            if phonetic and context.straddles(start, end):
-                return  # 建人 in 福建人, 人扎 in 残疾人扎堆: a sound-alike cut out of other words
-            if phonetic and _SENTENCE_BREAK.search(text.original, *text.original_span(start, end)):
-                return  # 日。转 (日赚), 荐，或 (贱货): a sound-alike across a sentence end is two sentences, not a word
+            if phonetic:  # a sound-alike (pinyin, homophone): is it an evasion, or ordinary words?
+                if context.other_word(term, start, end):
+                    return  # 柜子 sounds like 鬼子 but is a word of its own: a homophone, not an evasion
+                if context.straddles(start, end):
+                    return  # 建人 in 福建人, 人扎 in 残疾人扎堆: a sound-alike cut out of other words
+                first, last = text.original_span(start, end)
+                if _weak_sound_alike(term, haystack[start:end], text.original[first:last]):
+                    return  # 在了 for 宰了, 骂的 for 妈的, 你吗 for 尼玛: one syllable and a particle is ordinary speech
+                if _SENTENCE_BREAK.search(text.original, first, last):
+                    return  # 日。转 (日赚), 荐，或 (贱货): across a sentence end it is two sentences, not a word
             if not context.rejects(entry, start, end):
                 keep(entry.category, term, entry.severity, entry.source, entry.max_action, start, end)
 
@@ -379,6 +383,24 @@ class Lexicon:
 #: Sentence ends, clause commas and line breaks: a sound-alike (pinyin, homophone) of a listed word is never
 #: matched across one. The word itself may be (卧。槽: evaders put any mark inside the very characters).
 _SENTENCE_BREAK = re.compile(r"[，。！？；：\n]")
+#: Grammatical particles: a sound-alike resting on one other syllable and a particle is ordinary speech.
+_PARTICLES = frozenset("了的得地着过吗呢吧啊呀嘛哦")
+#: Sentence-final particles: a sound-alike ending in one where the listed word does not is a question or a remark.
+_FINAL_PARTICLES = frozenset("吗呢吧啊呀嘛哦")
+
+
+def _weak_sound_alike(term: str, span: str, original: str) -> bool:
+    """True when a Han sound-alike `span` of `term` rests on too little to be an evasion: the listed word has
+    one syllable besides particles (宰了, 妈的: 在了 and 骂的 are everyday speech), or the span ends in a
+    sentence-final particle the word does not end in (你吗, 腻吗 for 尼玛). Never when the text as written
+    (`original`) holds anything but Han characters there: 🐴的 for 妈的 is written to evade."""
+    if span == term or not all(_is_cjk(c) for c in span) or not all(_is_cjk(c) for c in original):
+        return False
+    if sum(c not in _PARTICLES for c in term) < 2:
+        return True
+    return span[-1] in _FINAL_PARTICLES and term[-1] != span[-1]
+
+
 #: rule hits this short (code points) must not cut a segmented word, like lexicon terms
 _SHORT_RULE_HIT = 3
 #: characters of the original text around a hit that context rules' `text` conditions see

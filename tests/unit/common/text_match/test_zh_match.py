@@ -58,6 +58,17 @@ def test_a_sound_alike_cut_out_of_other_words_or_across_a_sentence_is_no_evasion
     assert _hits(lexicon, "卧。槽，又掉线了") == [("profanity", "卧。槽")]  # the word itself, any mark inside
 
 
+def test_one_syllable_and_a_particle_or_a_question_is_ordinary_speech() -> None:
+    lexicon = Lexicon.build([LexiconEntry("妈的", "profanity", 2, "t", spaces=("chars", "pinyin")),
+                             LexiconEntry("尼玛", "profanity", 2, "t", spaces=("chars", "pinyin")),
+                             LexiconEntry("傻逼", "profanity", 2, "t", spaces=("chars", "pinyin"))])
+    assert _hits(lexicon, "你们骂的每一句她都看得到") == []   # 骂的 is not 妈的
+    assert _hits(lexicon, "刚那个语音是你吗") == []           # 你吗 is not 尼玛
+    assert _hits(lexicon, "妈的，又堵车") == [("profanity", "妈的")]  # the word itself
+    assert _hits(lexicon, "泥马又堵车") == [("profanity", "泥马")]    # two syllables, no particle: an evasion
+    assert _hits(lexicon, "你这个沙币") == [("profanity", "沙币")]
+
+
 def test_pinyin_space_needs_the_entry_flag() -> None:
     assert _hits(Lexicon.build([LexiconEntry("傻逼", "profanity", 2, "t")]), "你这么个沙币") == []
 
@@ -211,7 +222,7 @@ def test_a_rare_reading_makes_no_homophone() -> None:
     # a second reading that dictionary phrases use still counts (长 zhang / chang, 行 xing / hang)
     lexicon = Lexicon.build([LexiconEntry("宰了", "violence", 3, "t", spaces=("chars", "pinyin"))])
     assert _hits(lexicon, "哈哈哈，你太有才了") == []
-    assert _hits(lexicon, "把他载了") == [("violence", "载了")]
+    assert _hits(lexicon, "车坏了，是朋友把他载了回来") == []  # and one syllable with a particle is never matched by sound
     assert readings("才") == {"cai"} and readings("长") == {"zhang", "chang"} and readings("行") >= {"xing", "hang"}
 
 
