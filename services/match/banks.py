@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Mapping, Sequence
+from typing import Callable, Literal, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -37,8 +37,8 @@ from services.common.taxonomy import CATEGORIES, is_well_formed_custom_category
 from services.match.index import HammingIndex
 from services.router.control.sqlite_wal import open_shared
 
-__all__ = ["BankError", "BankExistsError", "BankNotFoundError", "BankSpec", "BankStore", "Entry", "LoadedBank", "LoadedBanks",
-           "SIGNAL_TYPES"]
+__all__ = ["BankError", "BankExistsError", "BankNotFoundError", "BankRepository", "BankSpec", "BankStore", "Entry",
+           "LoadedBank", "LoadedBanks", "SIGNAL_TYPES"]
 
 SignalType = Literal["pdq", "md5", "sha256", "text_simhash", "text_sha256"]
 #: Signal types and the hex length of their values.
@@ -131,8 +131,41 @@ class Entry:
             raise BankError("content_id: at most 256 printable characters")
 
 
+class BankRepository(Protocol):
+    """What the match service (loading), BankAdmin and `auditmesh banks` (managing) need of a bank store:
+    the embedded SQLite one below, or a shared backend that keeps the same contract (every change raises
+    the bank's version and the store's generation, in one transaction; `snapshot` is one consistent read;
+    BankNotFoundError / BankExistsError / BankError as documented). Blocking; thread-safe."""
+
+    def create_bank(self, spec: BankSpec) -> int: ...
+
+    def put_bank(self, spec: BankSpec) -> int: ...
+
+    def delete_bank(self, name: str) -> None: ...
+
+    def add(self, bank: str, entries: Sequence[Entry]) -> int: ...
+
+    def remove(self, bank: str, entries: Sequence[Entry]) -> int: ...
+
+    def remove_content(self, bank: str, content_ids: Sequence[str]) -> tuple[int, int]: ...
+
+    def bank(self, name: str) -> tuple[BankSpec, int] | None: ...
+
+    def banks(self) -> list[tuple[BankSpec, int]]: ...
+
+    def counts(self, bank: str) -> dict[str, int]: ...
+
+    def entries(self, bank: str) -> list[Entry]: ...
+
+    def snapshot(self) -> tuple[int, list[tuple[BankSpec, int, list[Entry]]]]: ...
+
+    def generation(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
 class BankStore:
-    """Banks and their hashes in one SQLite file (WAL, 0600). Thread-safe."""
+    """Banks and their hashes in one SQLite file (WAL, 0600). Thread-safe. A `BankRepository`."""
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.path = path
@@ -292,7 +325,7 @@ class LoadedBanks:
     loaded_at: float
 
     @classmethod
-    def load(cls, store: BankStore, clock: Callable[[], float] = time.time) -> LoadedBanks:
+    def load(cls, store: BankRepository, clock: Callable[[], float] = time.time) -> LoadedBanks:
         generation, banks = store.snapshot()
         loaded = []
         for spec, version, entries in banks:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from services.common.image_decode import decode_rgb
-from services.match.banks import BankError, BankNotFoundError, BankSpec, BankStore, Entry
+from services.match.banks import BankError, BankNotFoundError, BankRepository, BankSpec, Entry
 from services.match.formats import parse, render, text_entries
 from services.match.signals import image_signals, pdq_hex
 
@@ -26,12 +26,12 @@ __all__ = ["add_content", "bank_info", "content_entries", "create_bank", "delete
            "image_entries", "import_hashes", "list_banks", "remove_content"]
 
 
-def create_bank(store: BankStore, spec: BankSpec) -> dict[str, Any]:
+def create_bank(store: BankRepository, spec: BankSpec) -> dict[str, Any]:
     """Create a bank (BankError when one of that name exists); its name and version."""
     return {"bank": spec.name, "version": store.create_bank(spec)}
 
 
-def delete_bank(store: BankStore, name: str) -> dict[str, Any]:
+def delete_bank(store: BankRepository, name: str) -> dict[str, Any]:
     """Delete a bank and its hashes (BankError when there is none)."""
     store.delete_bank(name)
     return {"bank": name, "deleted": True}
@@ -60,12 +60,12 @@ def content_entries(*, texts: Sequence[tuple[str, str]] = (), images: Sequence[t
     return entries
 
 
-def add_content(store: BankStore, bank: str, entries: Sequence[Entry]) -> dict[str, Any]:
+def add_content(store: BankRepository, bank: str, entries: Sequence[Entry]) -> dict[str, Any]:
     """Add `entries` (from `content_entries` or a hash list) to `bank`: how many, and its new version."""
     return {"bank": bank, "added": len(entries), "version": store.add(bank, entries)}
 
 
-def remove_content(store: BankStore, bank: str, *, entries: Sequence[Entry] = (),
+def remove_content(store: BankRepository, bank: str, *, entries: Sequence[Entry] = (),
                    content_ids: Sequence[str] = ()) -> dict[str, Any]:
     """Remove hashes from `bank`: `entries` by signal and value, and every hash banked under `content_ids`."""
     removed = 0
@@ -79,7 +79,7 @@ def remove_content(store: BankStore, bank: str, *, entries: Sequence[Entry] = ()
     return {"bank": bank, "removed": removed, "version": version}
 
 
-def import_hashes(store: BankStore, bank: str, data: str, fmt: str = "csv") -> dict[str, Any]:
+def import_hashes(store: BankRepository, bank: str, data: str, fmt: str = "csv") -> dict[str, Any]:
     """Add the hashes of a hash list in format `fmt` (services/match/formats.py) to `bank`, in one
     transaction; BankError naming the line of a bad row (nothing is added then)."""
     if store.bank(bank) is None:
@@ -88,20 +88,20 @@ def import_hashes(store: BankStore, bank: str, data: str, fmt: str = "csv") -> d
     return {"bank": bank, "rows": len(entries), "version": store.add(bank, entries)}
 
 
-def export_hashes(store: BankStore, bank: str, fmt: str = "csv") -> str:
+def export_hashes(store: BankRepository, bank: str, fmt: str = "csv") -> str:
     """Every hash of `bank` as a hash list in format `fmt`; BankError when there is no such bank."""
     if store.bank(bank) is None:
         raise BankNotFoundError(f"bank {bank!r} does not exist")
     return render(fmt, store.entries(bank))
 
 
-def bank_info(store: BankStore, spec: BankSpec, version: int) -> dict[str, Any]:
+def bank_info(store: BankRepository, spec: BankSpec, version: int) -> dict[str, Any]:
     """One bank's settings, version and hash counts per signal type."""
     return {"bank": spec.name, "version": version, "owner": spec.owner or None, "shared": spec.shared,
             "category": spec.category, "action": spec.action, "negative": spec.negative,
             "enabled_ratio": spec.enabled_ratio, "hashes": store.counts(spec.name)}
 
 
-def list_banks(store: BankStore) -> list[dict[str, Any]]:
+def list_banks(store: BankRepository) -> list[dict[str, Any]]:
     """Every bank: its spec, version and how many hashes of each signal type it holds."""
     return [bank_info(store, spec, version) for spec, version in store.banks()]

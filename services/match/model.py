@@ -38,7 +38,7 @@ from services.common.contracts.tensors import TensorSpec
 from services.common.errors import ImageRejectedError, InvalidInputError
 from services.common.image_decode import ImageLimits, decode_rgb
 from services.common.serving.model_api import ModelFile
-from services.match.banks import BankStore, LoadedBanks
+from services.match.banks import BankRepository, LoadedBanks
 from services.match.flood import FloodGuard
 from services.match.matcher import match_image, match_text
 from services.match.metrics import MatchCollector
@@ -62,7 +62,7 @@ class MatchModel:
     inputs: Sequence[TensorSpec] = (contract.INPUT,)
     outputs: Sequence[TensorSpec] = contract.OUTPUTS
 
-    def __init__(self, store: BankStore, settings: MatchSettings = MatchSettings(), *,
+    def __init__(self, store: BankRepository, settings: MatchSettings = MatchSettings(), *,
                  limits: ImageLimits = ImageLimits(), watch: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store

@@ -37,7 +37,7 @@ from services.router.control.label_store import LabelRepository, LabelStore
 from services.router.control.review_queue import ReviewQueue, ReviewTasks, task_reason
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
-from services.match.banks import BankStore
+from services.match.banks import BankRepository, BankStore
 from services.router.pipeline import Outcome
 from services.router.control.control import PolicyControl
 from services.router.control.runtime import PolicyRuntime, Selection
@@ -65,7 +65,7 @@ class PolicyLifecycle:
     def __init__(self, config: RouterConfig, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
                  labels: LabelRepository | None = None, reviews: ReviewTasks | None = None,
                  changes: PolicyChangeFeed | None = None, fleet: CanaryFleet | None = None,
-                 banks: BankStore | None = None) -> None:
+                 banks: BankRepository | None = None) -> None:
         self.config = config
         self.control = control
         self.audit = audit

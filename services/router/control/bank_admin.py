@@ -22,7 +22,7 @@ from services.common.auth_guard import AuthGuard
 from services.common.auth_throttle import AuthThrottle
 from services.common.errors import (AlreadyExistsError, FailedPreconditionError, InvalidRequestError, LimitExceededError,
                                     NotFoundError)
-from services.match.banks import BankError, BankExistsError, BankNotFoundError, BankSpec, BankStore, Entry
+from services.match.banks import BankError, BankExistsError, BankNotFoundError, BankRepository, BankSpec, Entry
 from services.match.commands import (add_content, create_bank, delete_bank, export_hashes, image_entries, import_hashes,
                                      remove_content)
 from services.match.formats import FORMATS, text_entries
@@ -42,13 +42,13 @@ _OPTIONAL = ("category", "severity", "action", "pdq_distance", "text_distance", 
 
 
 class BankAdminServicer(apb_grpc.BankAdminServicer):
-    def __init__(self, store: BankStore | None, auth: AdminAuth, *, guard: AuthGuard | None = None) -> None:
+    def __init__(self, store: BankRepository | None, auth: AdminAuth, *, guard: AuthGuard | None = None) -> None:
         #: The bank store the match service reads; None: every call answers FAILED_PRECONDITION.
         self.store = store
         self.auth = auth
         self.guard = guard or AuthGuard(AuthThrottle(), surface="admin")
 
-    async def _run(self, context: grpc.aio.ServicerContext, work: Callable[[AdminKey, BankStore], T]) -> T:
+    async def _run(self, context: grpc.aio.ServicerContext, work: Callable[[AdminKey, BankRepository], T]) -> T:
         def guarded(key: AdminKey) -> T:
             if self.store is None:
                 raise FailedPreconditionError("this router has no bank store (lifecycle.banks_path): manage banks "
@@ -63,7 +63,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
                 raise InvalidRequestError(str(error)) from None
         return await admin_call(context, self.guard, self.auth, None, guarded)
 
-    def _owned(self, key: AdminKey, store: BankStore, name: str) -> tuple[BankSpec, int]:
+    def _owned(self, key: AdminKey, store: BankRepository, name: str) -> tuple[BankSpec, int]:
         """The bank's spec and version, when `key` may manage it; NOT_FOUND otherwise (whether or not it exists)."""
         found = store.bank(name)
         if found is None or not key.covers(found[0].owner):
@@ -71,7 +71,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
         return found
 
     async def CreateBank(self, request: apb.CreateBankRequest, context: grpc.aio.ServicerContext) -> apb.BankInfo:
-        def work(key: AdminKey, store: BankStore) -> apb.BankInfo:
+        def work(key: AdminKey, store: BankRepository) -> apb.BankInfo:
             settings = request.settings
             spec = BankSpec(request.name, owner=settings.owner, shared=settings.shared, **_set_fields(settings))
             self.auth.require(key, spec.owner)
@@ -80,7 +80,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
         return await self._run(context, work)
 
     async def UpdateBank(self, request: apb.UpdateBankRequest, context: grpc.aio.ServicerContext) -> apb.BankInfo:
-        def work(key: AdminKey, store: BankStore) -> apb.BankInfo:
+        def work(key: AdminKey, store: BankRepository) -> apb.BankInfo:
             spec, _ = self._owned(key, store, request.name)
             settings = request.settings
             if (settings.owner and settings.owner != spec.owner) or (settings.shared and not spec.shared):
@@ -92,13 +92,13 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
         return await self._run(context, work)
 
     async def ListBanks(self, request: apb.ListBanksRequest, context: grpc.aio.ServicerContext) -> apb.ListBanksResponse:
-        def work(key: AdminKey, store: BankStore) -> apb.ListBanksResponse:
+        def work(key: AdminKey, store: BankRepository) -> apb.ListBanksResponse:
             return apb.ListBanksResponse(banks=[_info(store, spec, version) for spec, version in store.banks()
                                                 if key.covers(spec.owner)])
         return await self._run(context, work)
 
     async def DeleteBank(self, request: apb.DeleteBankRequest, context: grpc.aio.ServicerContext) -> apb.DeleteBankResponse:
-        def work(key: AdminKey, store: BankStore) -> apb.DeleteBankResponse:
+        def work(key: AdminKey, store: BankRepository) -> apb.DeleteBankResponse:
             self._owned(key, store, request.name)
             delete_bank(store, request.name)
             log.info("bank %s deleted by admin key %s", request.name, key.name)
@@ -106,7 +106,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
         return await self._run(context, work)
 
     async def AddContent(self, request: apb.AddContentRequest, context: grpc.aio.ServicerContext) -> apb.BankChange:
-        def work(key: AdminKey, store: BankStore) -> apb.BankChange:
+        def work(key: AdminKey, store: BankRepository) -> apb.BankChange:
             self._owned(key, store, request.bank)
             entries = _entries(request.contents)
             done = add_content(store, request.bank, entries)
@@ -114,7 +114,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
         return await self._run(context, work)
 
     async def RemoveContent(self, request: apb.RemoveContentRequest, context: grpc.aio.ServicerContext) -> apb.BankChange:
-        def work(key: AdminKey, store: BankStore) -> apb.BankChange:
+        def work(key: AdminKey, store: BankRepository) -> apb.BankChange:
             self._owned(key, store, request.bank)
             if len(request.content_ids) > MAX_CONTENTS:
                 raise LimitExceededError(f"content_ids: at most {MAX_CONTENTS} per call, got {len(request.content_ids)}")
@@ -126,7 +126,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
         return await self._run(context, work)
 
     async def ImportHashes(self, request: apb.ImportHashesRequest, context: grpc.aio.ServicerContext) -> apb.BankChange:
-        def work(key: AdminKey, store: BankStore) -> apb.BankChange:
+        def work(key: AdminKey, store: BankRepository) -> apb.BankChange:
             self._owned(key, store, request.bank)
             try:
                 data = request.data.decode("utf-8")
@@ -138,7 +138,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
 
     async def ExportHashes(self, request: apb.ExportHashesRequest,
                            context: grpc.aio.ServicerContext) -> apb.ExportHashesResponse:
-        def work(key: AdminKey, store: BankStore) -> apb.ExportHashesResponse:
+        def work(key: AdminKey, store: BankRepository) -> apb.ExportHashesResponse:
             spec, version = self._owned(key, store, request.bank)
             data = export_hashes(store, request.bank, _format(request.format))
             return apb.ExportHashesResponse(bank=request.bank, version=version,
@@ -182,7 +182,7 @@ def _entries(contents: Iterable[apb.BankContent]) -> list[Entry]:
     return entries
 
 
-def _info(store: BankStore, spec: BankSpec, version: int) -> apb.BankInfo:
+def _info(store: BankRepository, spec: BankSpec, version: int) -> apb.BankInfo:
     settings = apb.BankSettings(owner=spec.owner, shared=spec.shared, category=spec.category, severity=spec.severity,
                                 action=spec.action, pdq_distance=spec.pdq_distance, text_distance=spec.text_distance,
                                 enabled_ratio=spec.enabled_ratio, min_pdq_quality=spec.min_pdq_quality,
