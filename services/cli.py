@@ -3,6 +3,7 @@
     auditmesh moderate --tenant-key demo-acme-key --text "hello" [--image photo.jpg] [--json]
     auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
     auditmesh labels import labels.jsonl --tenant acme          # into the router's label store (admin API)
+    auditmesh labels delete item-17 item-18 --tenant acme       # erase those items' labels
     auditmesh banks create spam_waves --shared --category spam   # known-content banks (services/match/)
     auditmesh banks add spam_waves --text "..." --image known.jpg
     auditmesh banks import spam_waves hashes.txt --format threatexchange   # or csv, hma_json; `banks export` too
@@ -114,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("--tenant", required=True, help="the tenant the labels belong to")
     imports.add_argument("--reviewer", default="", help="who labelled them (stored with each label)")
     add_admin_arguments(imports)
+    deletes = label_actions.add_parser("delete", help="delete the tenant's labels of some items (an erasure request, a "
+                                       "label given by mistake)")
+    deletes.add_argument("item_ids", nargs="+", metavar="ITEM_ID", help="the items' ids as the labels were stored")
+    deletes.add_argument("--tenant", required=True, help="the tenant the labels belong to")
+    add_admin_arguments(deletes)
     banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
     banks.add_argument("--store", type=Path, default=Path("var/banks.sqlite"),
                        help="the bank store the match service reads (config/match.yaml match.banks_path; default "
@@ -284,22 +290,25 @@ def classifier(args: argparse.Namespace) -> int:
 
 
 def labels(args: argparse.Namespace) -> int:
-    """`auditmesh labels import`: print the JSON summary, or the problem (exit 2: the file or the arguments;
-    1: a call the router refused)."""
+    """`auditmesh labels import|delete`: print the JSON summary, or the problem (exit 2: the file or the
+    arguments; 1: a call the router refused)."""
     from services.trainer.examples import ExamplesError
-    from services.trainer.labels_client import LabelsError, import_labels
+    from services.trainer.labels_client import LabelsError, delete_labels, import_labels
 
     if not args.admin_key:
-        print("auditmesh labels import: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key allowed for "
-              "the tenant)", file=sys.stderr)
+        print(f"auditmesh labels {args.action}: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key allowed "
+              "for the tenant)", file=sys.stderr)
         return 2
     try:
-        out = import_labels(args.file, args.tenant, args.admin, admin_key=args.admin_key, reviewer=args.reviewer)
+        if args.action == "delete":
+            out = delete_labels(args.tenant, args.item_ids, args.admin, admin_key=args.admin_key)
+        else:
+            out = import_labels(args.file, args.tenant, args.admin, admin_key=args.admin_key, reviewer=args.reviewer)
     except ExamplesError as error:
-        print(f"auditmesh labels import: {error}", file=sys.stderr)
+        print(f"auditmesh labels {args.action}: {error}", file=sys.stderr)
         return 2
     except LabelsError as error:
-        print(f"auditmesh labels import: {error}", file=sys.stderr)
+        print(f"auditmesh labels {args.action}: {error}", file=sys.stderr)
         return 1
     print(json.dumps(out, indent=1, ensure_ascii=False))
     return 0

@@ -221,6 +221,8 @@ class AdminApi:
     audit: AuditStore
     control: PolicyControl
     reviews: ReviewQueue
+    #: host:port of the served API (for clients other than `stub`: the command line)
+    address: str = ""
 
 
 @contextlib.asynccontextmanager
@@ -238,7 +240,7 @@ async def admin_api(tmp_path: Path, keys: Sequence[AdminKey]) -> AsyncIterator[A
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield AdminApi(apb_grpc.PolicyAdminStub(channel), audit, control, reviews)
+            yield AdminApi(apb_grpc.PolicyAdminStub(channel), audit, control, reviews, f"127.0.0.1:{port}")
     finally:
         await server.stop(None)
         audit.close()

@@ -23,7 +23,7 @@ import grpc
 from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
-from services.router.control.label_store import MAX_ITEMS_PER_CALL, MAX_PAGE
+from services.router.control.label_store import MAX_DELETE, MAX_ITEMS_PER_CALL, MAX_PAGE
 from services.trainer.examples import Example, read_examples
 
 __all__ = ["LabelsError", "export_examples", "import_labels", "item_id_of"]
@@ -83,6 +83,24 @@ def import_labels(path: Path, tenant: str, admin: str, *, admin_key: str, review
             stored += len(batch)
     return {"tenant": tenant, "file": str(path), "items": len(examples), "added": added, "replaced": replaced,
             "tenant_total": total}
+
+
+def delete_labels(tenant: str, item_ids: Sequence[str], admin: str, *, admin_key: str) -> dict[str, Any]:
+    """Delete `tenant`'s labels of `item_ids` (DeleteLabels, at most MAX_DELETE ids a call); a summary.
+    LabelsError for a refused call (the ids of earlier calls stay deleted)."""
+    deleted = total = done = 0
+    with grpc.insecure_channel(admin, options=CHANNEL_OPTIONS) as channel:
+        stub = apb_grpc.PolicyAdminStub(channel)
+        for first in range(0, len(item_ids), MAX_DELETE):
+            chunk = list(item_ids[first:first + MAX_DELETE])
+            try:
+                answer = stub.DeleteLabels(apb.DeleteLabelsRequest(tenant=tenant, item_ids=chunk),
+                                           metadata=[("x-admin-key", admin_key)], timeout=CALL_TIMEOUT_S)
+            except grpc.RpcError as error:
+                raise LabelsError(f"DeleteLabels after {done} of {len(item_ids)} ids: {error.code().name}: "
+                                  f"{error.details()}") from None
+            deleted, total, done = deleted + answer.deleted, answer.tenant_total, done + len(chunk)
+    return {"tenant": tenant, "item_ids": len(item_ids), "deleted": deleted, "tenant_total": total}
 
 
 def export_examples(tenant: str, admin: str, *, admin_key: str) -> list[Example]:

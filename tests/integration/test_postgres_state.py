@@ -334,6 +334,9 @@ def test_labels_are_shared_by_replicas_and_bounded_per_tenant(dsn: str) -> None:
     rest, end = first.page("acme", limit=10, page_token=token)
     assert [label.item_id for label in page + rest] == ["m-0", "m-1", "m-2", "m-9"] and end == ""
     assert page[1].text == "text 1 again" and page[1].reviewer == "rev-2"
+    second.submit("globex", [Label("m-1", "other tenant", {"spam": 1}, "rev")])
+    assert second.delete("acme", ["m-1", "m-2", "m-1", "nope"]) == 2  # one replica erases, the other sees it
+    assert [label.item_id for label in first.page("acme")[0]] == ["m-0", "m-9"] and first.count("globex") == 1
     first.close()
     second.close()
 

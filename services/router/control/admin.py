@@ -196,6 +196,18 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         done = await self._run(context, request.tenant, work)
         return apb.SubmitLabelsResponse(added=done.added, replaced=done.replaced, tenant_total=done.tenant_total)
 
+    async def DeleteLabels(self, request: apb.DeleteLabelsRequest, context: grpc.aio.ServicerContext) -> apb.DeleteLabelsResponse:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; labels are deleted one tenant at a time")
+
+        def work(key: AdminKey) -> tuple[int, int]:
+            store = self._label_store()
+            deleted = store.delete(request.tenant, list(request.item_ids))
+            log.info("labels of %d items of tenant %s deleted by admin key %s", deleted, request.tenant, key.name)
+            return deleted, store.count(request.tenant)
+        deleted, total = await self._run(context, request.tenant, work)
+        return apb.DeleteLabelsResponse(deleted=deleted, tenant_total=total)
+
     async def ExportLabels(self, request: apb.ExportLabelsRequest, context: grpc.aio.ServicerContext) -> apb.ExportLabelsResponse:
         if not request.tenant:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; labels are read one tenant at a time")

@@ -34,11 +34,13 @@ from services.common.errors import InvalidRequestError, LimitExceededError
 from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
-__all__ = ["Label", "LabelRepository", "LabelStore", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted", "check_items",
-           "check_page_limit", "check_room", "decode_token", "encode_token"]
+__all__ = ["Label", "LabelRepository", "LabelStore", "MAX_DELETE", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted",
+           "check_delete", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
+#: Item ids of one DeleteLabels call at most.
+MAX_DELETE = 1000
 #: Items one ExportLabels page may return.
 MAX_PAGE = 1000
 DEFAULT_PAGE = 500
@@ -111,7 +113,17 @@ class LabelRepository(Protocol):
 
     def count(self, tenant: str) -> int: ...
 
+    def delete(self, tenant: str, item_ids: Sequence[str]) -> int: ...
+
     def close(self) -> None: ...
+
+
+def check_delete(item_ids: Sequence[str]) -> None:
+    """InvalidRequestError for an empty or too long list of item ids to delete."""
+    if not item_ids:
+        raise InvalidRequestError("item_ids: name at least one item whose labels to delete")
+    if len(item_ids) > MAX_DELETE:
+        raise InvalidRequestError(f"item_ids: at most {MAX_DELETE} per call, got {len(item_ids)}")
 
 
 def check_page_limit(limit: int) -> None:
@@ -193,6 +205,14 @@ class LabelStore:
         """How many items `tenant` has labels for."""
         with self._lock:
             return self.count_locked(tenant)
+
+    def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
+        """Delete `tenant`'s labels of `item_ids` (an erasure request, a label given by mistake), in one
+        transaction; how many there were. Another tenant's items of the same ids are untouched."""
+        check_delete(item_ids)
+        with self._lock, write_transaction(self._db):
+            return sum(self._db.execute("DELETE FROM labels WHERE tenant = ? AND item_id = ?", (tenant, item_id)).rowcount
+                       for item_id in dict.fromkeys(item_ids))
 
     def count_locked(self, tenant: str) -> int:
         row = self._db.execute("SELECT COUNT(*) FROM labels WHERE tenant = ?", (tenant,)).fetchone()

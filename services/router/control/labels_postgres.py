@@ -18,8 +18,8 @@ import time
 import zlib
 from typing import Callable, Sequence
 
-from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_items, check_page_limit, check_room,
-                                                 decode_token, labels_json, page_of)
+from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_delete, check_items, check_page_limit,
+                                                 check_room, decode_token, labels_json, page_of)
 from services.router.control.postgres import PgConnection
 from services.trainer.examples import MAX_EXAMPLES
 
@@ -71,6 +71,13 @@ class PostgresLabelStore:
         """How many items `tenant` has labels for."""
         rows = self._db.fetch("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
         return int(rows[0][0]) if rows else 0
+
+    def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
+        """Delete `tenant`'s labels of `item_ids` in one transaction; how many there were (see LabelStore.delete)."""
+        check_delete(item_ids)
+        with self._db.transaction() as cursor:
+            cursor.execute("DELETE FROM labels WHERE tenant = %s AND item_id = ANY(%s)", (tenant, list(dict.fromkeys(item_ids))))
+            return int(cursor.rowcount)
 
     def close(self) -> None:
         self._db.close()

@@ -5,6 +5,7 @@ isolation."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -129,6 +130,30 @@ async def test_labels_go_in_and_out_one_tenant_at_a_time(admin: AdminApi) -> Non
                  stub.ExportLabels(apb.ExportLabelsRequest(tenant="b"), metadata=admin_key(SCOPED_KEY))):
         assert (await status_of(call))[0] == grpc.StatusCode.PERMISSION_DENIED
     assert not (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="b"), metadata=admin_key(ROOT_KEY))).items
+    # deleting: b's key scope cannot erase a's labels; a's own key can, and only a's
+    refused = stub.DeleteLabels(apb.DeleteLabelsRequest(tenant="b", item_ids=["m-1"]), metadata=admin_key(SCOPED_KEY))
+    assert (await status_of(refused))[0] == grpc.StatusCode.PERMISSION_DENIED
+    await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="b", items=[item]), metadata=admin_key(ROOT_KEY))
+    gone = await stub.DeleteLabels(apb.DeleteLabelsRequest(tenant="a", item_ids=["m-1", "m-2"]), metadata=admin_key(SCOPED_KEY))
+    assert (gone.deleted, gone.tenant_total) == (1, 0)
+    assert [i.item_id for i in (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="b"),
+                                                        metadata=admin_key(ROOT_KEY))).items] == ["m-1"]
+    assert await status_of(stub.DeleteLabels(apb.DeleteLabelsRequest(tenant="a"), metadata=admin_key(ROOT_KEY))) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "item_ids: name at least one item whose labels to delete")
+
+
+async def test_the_command_line_erases_a_tenants_labels(admin: AdminApi, capsys: pytest.CaptureFixture[str]) -> None:
+    from services.cli import main
+
+    items = [apb.LabelledItem(item_id=f"m-{i}", text="free airdrop", labels={"spam": True}) for i in range(3)]
+    await admin.stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=items), metadata=admin_key(ROOT_KEY))
+    code = await asyncio.to_thread(main, ["labels", "delete", "m-0", "m-2", "--tenant", "a", "--admin", admin.address,
+                                          "--admin-key", SCOPED_KEY])
+    assert code == 0 and json.loads(capsys.readouterr().out) == {"tenant": "a", "item_ids": 2, "deleted": 2,
+                                                                  "tenant_total": 1}
+    code = await asyncio.to_thread(main, ["labels", "delete", "m-1", "--tenant", "b", "--admin", admin.address,
+                                          "--admin-key", SCOPED_KEY])
+    assert code == 1 and "DeleteLabels after 0 of 1 ids: PERMISSION_DENIED" in capsys.readouterr().err
 
 
 async def test_bad_labels_are_refused_with_the_item_and_field_named(admin: AdminApi) -> None:

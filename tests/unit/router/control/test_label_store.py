@@ -100,3 +100,15 @@ def test_a_page_of_long_texts_ends_at_the_byte_budget(store: LabelStore, monkeyp
     first, token = store.page("acme", limit=10)
     rest, end = store.page("acme", limit=10, page_token=token)
     assert [l.item_id for l in first] == ["m-0", "m-1"] and [l.item_id for l in rest] == ["m-2", "m-3"] and end == ""
+
+
+def test_deleting_labels_erases_only_that_tenants_items(store: LabelStore) -> None:
+    store.submit("acme", [label("m-1"), label("m-2"), label("m-3")])
+    store.submit("globex", [label("m-1")])
+    assert store.delete("acme", ["m-1", "m-3", "m-3", "never-labelled"]) == 2
+    assert [l.item_id for l in store.page("acme")[0]] == ["m-2"] and store.count("globex") == 1
+    assert store.submit("acme", [label("m-4"), label("m-5"), label("m-6"), label("m-7")]).tenant_total == 5  # room again
+    with pytest.raises(InvalidRequestError, match="item_ids: name at least one item"):
+        store.delete("acme", [])
+    with pytest.raises(InvalidRequestError, match="item_ids: at most 1000 per call, got 1001"):
+        store.delete("acme", [f"m-{i}" for i in range(1001)])
