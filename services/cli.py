@@ -30,6 +30,7 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from google.protobuf.json_format import MessageToDict
 
+from auditmesh.client.settings import blocking_channel
 from services.router.tenants import hash_key
 
 #: services.match.formats.FORMATS (not imported: it loads the match service's hashing; a test keeps them equal).
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     moderate.add_argument("--id", default="", help="item id (default: a random one)")
     moderate.add_argument("--timeout", type=float, default=10.0, help="deadline in seconds (default 10)")
     moderate.add_argument("--json", action="store_true", help="print the full response as JSON")
+    add_tls_arguments(moderate)
     key = commands.add_parser("hash-key", help="print the SHA-256 digest of an API key for config/tenants.yaml")
     key.add_argument("key", nargs="?", help="the key (default: generate a new random key and print both)")
     classifier = commands.add_parser("classifier", help="train a tenant classifier from labelled examples, or try one")
@@ -163,8 +165,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """--tls, --tls-ca, --tls-cert, --tls-key, --tls-server-name: TLS to the router port the command calls (the
+    public port for `moderate`, the admin port for the admin commands), served with the router's certificate."""
+    parser.add_argument("--tls", action="store_true", help="connect with TLS, trusting the system's roots (implied by "
+                        "--tls-ca or --tls-cert)")
+    parser.add_argument("--tls-ca", default=None, metavar="FILE", help="the CA certificate that signed the router's")
+    parser.add_argument("--tls-cert", default=None, metavar="FILE", help="this client's certificate (mutual TLS)")
+    parser.add_argument("--tls-key", default=None, metavar="FILE", help="this client's private key (mutual TLS)")
+    parser.add_argument("--tls-server-name", default="", metavar="NAME",
+                        help="the name the router's certificate must carry, when the address does not (an IP)")
+
+
+def tls_from(args: argparse.Namespace) -> Any:
+    """The ClientTls the --tls flags ask for, or None (plaintext). ValueError for a certificate without its key."""
+    from auditmesh.client.settings import ClientTls
+
+    if not (args.tls or args.tls_ca or args.tls_cert or args.tls_key):
+        return None
+    return ClientTls(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+
+
 def add_admin_arguments(parser: argparse.ArgumentParser) -> None:
-    """--admin and --admin-key, for commands that call the router's PolicyAdmin API."""
+    """--admin and --admin-key (and the --tls flags), for commands that call the router's admin API."""
+    add_tls_arguments(parser)
     parser.add_argument("--admin", default="127.0.0.1:8105", help="the router's PolicyAdmin address, plaintext "
                         "(default 127.0.0.1:8105)")
     parser.add_argument("--admin-key", default=os.environ.get("AUDITMESH_ADMIN_KEY", ""),
@@ -216,7 +240,12 @@ def moderate(args: argparse.Namespace) -> int:
         print("auditmesh: give at least one --text or --image", file=sys.stderr)
         return 2
     options = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
-    with grpc.insecure_channel(args.router, options=options) as channel:
+    try:
+        channel = blocking_channel(args.router, tls_from(args), options)
+    except ValueError as error:
+        print(f"auditmesh: {error}", file=sys.stderr)
+        return 2
+    with channel:
         stub = pb_grpc.ModerationServiceStub(channel)
         try:
             response = stub.Moderate(pb.ModerateRequest(request_id=item.id, item=item, policy=args.policy),
@@ -233,6 +262,14 @@ def moderate(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(args, "tls_cert"):
+        try:
+            tls = tls_from(args)
+            if tls is not None:
+                tls.credentials()  # the files read now: a wrong path is named before any work
+        except ValueError as error:
+            print(f"auditmesh: {error}", file=sys.stderr)
+            return 2
     if args.command == "hash-key":
         key = args.key or secrets.token_urlsafe(24)
         if not args.key:
@@ -263,7 +300,7 @@ def classifier(args: argparse.Namespace) -> int:
             if not args.admin_key:
                 print("auditmesh classifier train: --from-router needs --admin-key or AUDITMESH_ADMIN_KEY", file=sys.stderr)
                 return 2
-            examples = export_examples(args.tenant, args.admin, admin_key=args.admin_key)
+            examples = export_examples(args.tenant, args.admin, admin_key=args.admin_key, tls=tls_from(args))
             print(f"read {len(examples)} labelled items of tenant {args.tenant!r} from the router at {args.admin}",
                   file=sys.stderr)
             if args.nice > 0:
@@ -301,9 +338,10 @@ def labels(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.action == "delete":
-            out = delete_labels(args.tenant, args.item_ids, args.admin, admin_key=args.admin_key)
+            out = delete_labels(args.tenant, args.item_ids, args.admin, admin_key=args.admin_key, tls=tls_from(args))
         else:
-            out = import_labels(args.file, args.tenant, args.admin, admin_key=args.admin_key, reviewer=args.reviewer)
+            out = import_labels(args.file, args.tenant, args.admin, admin_key=args.admin_key, reviewer=args.reviewer,
+                                tls=tls_from(args))
     except ExamplesError as error:
         print(f"auditmesh labels {args.action}: {error}", file=sys.stderr)
         return 2
@@ -342,7 +380,7 @@ def _activate(args: argparse.Namespace) -> int:
     try:
         out = activate(args.classifier, Activation(args.policy, stage, args.canary if stage == "canary" else 10.0, args.mode,
                                                    args.max_disagreement),
-                       Endpoints(args.text, args.admin), admin_key=args.admin_key,
+                       Endpoints(args.text, args.admin), admin_key=args.admin_key, admin_tls=tls_from(args),
                        internal=InternalSecrets(*secrets_read))
     except ActivationError as error:
         print(f"auditmesh classifier activate: {error}", file=sys.stderr)

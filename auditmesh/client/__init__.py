@@ -21,8 +21,8 @@ from auditmesh.client.chat import AsyncChat, ChatReply
 from auditmesh.client.errors import ClientClosedError, ModerationError
 from auditmesh.client.items import CategoryScore, Item, Verdict
 from auditmesh.client.retry import RetryPolicy
-from auditmesh.client.settings import API_KEY_ENV, ClientConfig
+from auditmesh.client.settings import API_KEY_ENV, ClientConfig, ClientTls
 from auditmesh.client.sync import Chat, Client
 
 __all__ = ["API_KEY_ENV", "AsyncChat", "AsyncClient", "CategoryScore", "Chat", "ChatReply", "Client", "ClientClosedError",
-           "ClientConfig", "Item", "ModerationError", "RetryPolicy", "Verdict"]
+           "ClientConfig", "ClientTls", "Item", "ModerationError", "RetryPolicy", "Verdict"]

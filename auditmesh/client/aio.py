@@ -31,7 +31,7 @@ from auditmesh.client.chat import AsyncChat
 from auditmesh.client.errors import ClientClosedError, ModerationError, from_rpc_error, from_status
 from auditmesh.client.items import Item, Verdict, to_item, verdict_from
 from auditmesh.client.retry import RetryPolicy
-from auditmesh.client.settings import DEFAULT_CHANNEL_OPTIONS, ClientConfig, RoundRobin, api_key_from
+from auditmesh.client.settings import DEFAULT_CHANNEL_OPTIONS, ClientConfig, ClientTls, RoundRobin, api_key_from
 
 
 class AsyncClient:
@@ -43,7 +43,8 @@ class AsyncClient:
     `max_batch_items` (at most the router's `limits.max_batch_items`, 128 as shipped), `batching`
     (False: one `Moderate` call per `moderate`), `send_when_idle` (True: while no batch call is in
     flight, send at once instead of lingering; items then linger only while calls are in flight),
-    `retry` (a RetryPolicy), `channel_options`, `interceptors` (grpc.aio client interceptors, e.g. tracing, on every channel). Or pass a ready
+    `retry` (a RetryPolicy), `channel_options`, `interceptors` (grpc.aio client interceptors, e.g. tracing, on every channel),
+    `tls` (a ClientTls: TLS or mutual TLS to the routers; default plaintext). Or pass a ready
     `config=ClientConfig(...)`.
     """
 
@@ -52,13 +53,13 @@ class AsyncClient:
                  send_when_idle: bool = True, retry: RetryPolicy | None = None,
                  channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
                  config: ClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, tls: ClientTls | None = None) -> None:
         if config is None:
             config = ClientConfig(addresses=(addresses,) if isinstance(addresses, str) else tuple(addresses),
                                   api_key=api_key_from(api_key), timeout_s=timeout_s, linger_ms=linger_ms,
                                   max_batch_items=max_batch_items, batching=batching, send_when_idle=send_when_idle,
                                   retry=retry or RetryPolicy(),
-                                  channel_options=channel_options)
+                                  channel_options=channel_options, tls=tls)
         self.config = config
         self._rng = rng or random.Random()
         self._interceptors = tuple(interceptors)
@@ -154,9 +155,17 @@ class AsyncClient:
 
     def _next_stub(self) -> Any:
         if not self._stubs:  # channels bind to the running loop: create them in it, on first use
-            self._channels = [grpc.aio.insecure_channel(address, options=list(self.config.channel_options),
-                                                        interceptors=self._interceptors or None)
-                              for address in self.config.addresses]
+            tls = self.config.tls
+            if tls is None:
+                self._channels = [grpc.aio.insecure_channel(address, options=list(self.config.channel_options),
+                                                            interceptors=self._interceptors or None)
+                                  for address in self.config.addresses]
+            else:
+                credentials = tls.credentials()
+                self._channels = [grpc.aio.secure_channel(address, credentials,
+                                                          options=[*self.config.channel_options, *tls.channel_options()],
+                                                          interceptors=self._interceptors or None)
+                                  for address in self.config.addresses]
             self._stubs = [pb_grpc.ModerationServiceStub(channel) for channel in self._channels]
         return self._stubs[self._picker.next()]
 

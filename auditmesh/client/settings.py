@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Sequence
+
+import grpc
 
 from auditmesh.client.retry import RetryPolicy
 
@@ -44,6 +47,54 @@ def api_key_from(explicit: str | None, environ: Mapping[str, str] = os.environ) 
 
 
 @dataclass(frozen=True)
+class ClientTls:
+    """TLS to the routers (a public port served with AUDITMESH_TLS_CERT_FILE): `ca_file`, the CA that signed
+    their certificate (None: the system's trusted roots); for mutual TLS, `cert_file` and `key_file`, this
+    client's certificate and key; `server_name`, the name to check the certificate against when the
+    addresses do not carry it (an IP address, a tunnel). Files are read when the channels are made.
+
+    Example::
+
+        >>> ClientTls(ca_file="ca.crt", cert_file="client.crt")
+        Traceback (most recent call last):
+        ...
+        ValueError: tls: cert_file and key_file go together (mutual TLS), got only one
+    """
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    server_name: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("tls: cert_file and key_file go together (mutual TLS), got only one")
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """The channel credentials; ValueError naming a file that cannot be read."""
+        def read(path: str | None, what: str) -> bytes | None:
+            if path is None:
+                return None
+            try:
+                return Path(path).read_bytes()
+            except OSError as error:
+                raise ValueError(f"tls.{what}: cannot read {path}: {error.strerror}") from None
+        return grpc.ssl_channel_credentials(read(self.ca_file, "ca_file"), read(self.key_file, "key_file"),
+                                            read(self.cert_file, "cert_file"))
+
+    def channel_options(self) -> tuple[tuple[str, int | str], ...]:
+        """The options that go with the credentials (the certificate name to check, when given)."""
+        return (("grpc.ssl_target_name_override", self.server_name),) if self.server_name else ()
+
+
+def blocking_channel(address: str, tls: ClientTls | None, options: Sequence[tuple[str, int | str]] = ()) -> grpc.Channel:
+    """A blocking (non-asyncio) channel to `address`: plaintext, or TLS with `tls` (the command-line tools)."""
+    if tls is None:
+        return grpc.insecure_channel(address, options=list(options))
+    return grpc.secure_channel(address, tls.credentials(), options=[*options, *tls.channel_options()])
+
+
+@dataclass(frozen=True)
 class ClientConfig:
     """Everything a client needs; see `auditmesh.client.AsyncClient` for what each setting does."""
 
@@ -56,6 +107,8 @@ class ClientConfig:
     send_when_idle: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS
+    #: TLS to the routers; None: plaintext (a router on loopback, or behind a TLS-terminating proxy).
+    tls: ClientTls | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.addresses, str):

@@ -27,7 +27,7 @@ from auditmesh.client.chat import AsyncChat, ChatReply
 from auditmesh.client.errors import ModerationError
 from auditmesh.client.items import Item, Verdict
 from auditmesh.client.retry import RetryPolicy
-from auditmesh.client.settings import DEFAULT_CHANNEL_OPTIONS, ClientConfig
+from auditmesh.client.settings import DEFAULT_CHANNEL_OPTIONS, ClientConfig, ClientTls
 
 T = TypeVar("T")
 
@@ -61,12 +61,13 @@ class Client:
                  timeout_s: float = 2.0, linger_ms: float = 5.0, max_batch_items: int = 64, batching: bool = True,
                  send_when_idle: bool = True, retry: RetryPolicy | None = None,
                  channel_options: Sequence[tuple[str, int | str]] = DEFAULT_CHANNEL_OPTIONS,
-                 config: ClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = ()) -> None:
+                 config: ClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+                 tls: ClientTls | None = None) -> None:
         # Built (and so validated) before the loop thread starts.
         self._client = AsyncClient(addresses, api_key=api_key, timeout_s=timeout_s, linger_ms=linger_ms,
                                    max_batch_items=max_batch_items, batching=batching,
                                    send_when_idle=send_when_idle, retry=retry,
-                                   channel_options=channel_options, config=config, interceptors=interceptors)
+                                   channel_options=channel_options, config=config, interceptors=interceptors, tls=tls)
         self.config = self._client.config
         self._loop = _LoopThread()
         self._closed = False

@@ -33,6 +33,7 @@ from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from auditmesh.client.settings import ClientTls, blocking_channel
 from services.common.contracts.classifier import model_name
 from services.common.internal_auth import ADMIN_SECRET_HEADER, SECRET_HEADER
 from services.common.taxonomy import is_custom_category
@@ -137,9 +138,10 @@ def policy_reading(document: dict[str, Any], *, tenant: str, classifier_version:
 
 
 def activate(directory: Path, activation: Activation, endpoints: Endpoints, *, admin_key: str,
-             internal: InternalSecrets) -> dict[str, Any]:
+             internal: InternalSecrets, admin_tls: ClientTls | None = None) -> dict[str, Any]:
     """Run the three steps (module docstring) for the classifier in `directory`; a summary of what was done.
-    ArtifactError for a classifier that does not load; ActivationError naming the failed step."""
+    ArtifactError for a classifier that does not load; ActivationError naming the failed step. `admin_tls`:
+    TLS to the router's admin port (the text service's internal port is reached in plaintext)."""
     classifier = load(directory)
     tenant, model = classifier.tenant, model_name(classifier.tenant, classifier.version)
     thresholds = {c: float(classifier.thresholds[k]) for k, c in enumerate(classifier.categories)}
@@ -153,7 +155,7 @@ def activate(directory: Path, activation: Activation, endpoints: Endpoints, *, a
         raise ActivationError(f"the text service serves {model} at {list(served.versions)}, not {classifier.version}: "
                               f"is {directory} in its tenant_classifiers folder?")
     metadata = [("x-admin-key", admin_key)]
-    with grpc.insecure_channel(endpoints.admin) as channel:
+    with blocking_channel(endpoints.admin, admin_tls) as channel:
         admin = apb_grpc.PolicyAdminStub(channel)
         base = _call(f"reading policy {activation.policy!r} for tenant {tenant!r}", admin.GetVersion,
                      apb.GetVersionRequest(kind=apb.POLICY, name=activation.policy, tenant=tenant), metadata)

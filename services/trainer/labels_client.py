@@ -23,6 +23,7 @@ import grpc
 from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
+from auditmesh.client.settings import ClientTls, blocking_channel
 from services.router.control.label_store import MAX_DELETE, MAX_ITEMS_PER_CALL, MAX_PAGE
 from services.trainer.examples import Example, read_examples
 
@@ -65,12 +66,13 @@ def _calls(examples: Sequence[Example], reviewer: str) -> Iterator[list[apb.Labe
         yield batch
 
 
-def import_labels(path: Path, tenant: str, admin: str, *, admin_key: str, reviewer: str = "") -> dict[str, Any]:
+def import_labels(path: Path, tenant: str, admin: str, *, admin_key: str, reviewer: str = "",
+                  tls: ClientTls | None = None) -> dict[str, Any]:
     """Store every example of the JSONL file `path` as `tenant`'s labels; a summary. ExamplesError for a bad
     file (nothing sent), LabelsError for a refused call (the items of earlier calls stay stored)."""
     examples = read_examples(path)
     added = replaced = total = stored = 0
-    with grpc.insecure_channel(admin, options=CHANNEL_OPTIONS) as channel:
+    with blocking_channel(admin, tls, CHANNEL_OPTIONS) as channel:
         stub = apb_grpc.PolicyAdminStub(channel)
         for batch in _calls(examples, reviewer):
             try:
@@ -85,11 +87,12 @@ def import_labels(path: Path, tenant: str, admin: str, *, admin_key: str, review
             "tenant_total": total}
 
 
-def delete_labels(tenant: str, item_ids: Sequence[str], admin: str, *, admin_key: str) -> dict[str, Any]:
+def delete_labels(tenant: str, item_ids: Sequence[str], admin: str, *, admin_key: str,
+                  tls: ClientTls | None = None) -> dict[str, Any]:
     """Delete `tenant`'s labels of `item_ids` (DeleteLabels, at most MAX_DELETE ids a call); a summary.
     LabelsError for a refused call (the ids of earlier calls stay deleted)."""
     deleted = total = done = 0
-    with grpc.insecure_channel(admin, options=CHANNEL_OPTIONS) as channel:
+    with blocking_channel(admin, tls, CHANNEL_OPTIONS) as channel:
         stub = apb_grpc.PolicyAdminStub(channel)
         for first in range(0, len(item_ids), MAX_DELETE):
             chunk = list(item_ids[first:first + MAX_DELETE])
@@ -103,11 +106,11 @@ def delete_labels(tenant: str, item_ids: Sequence[str], admin: str, *, admin_key
     return {"tenant": tenant, "item_ids": len(item_ids), "deleted": deleted, "tenant_total": total}
 
 
-def export_examples(tenant: str, admin: str, *, admin_key: str) -> list[Example]:
+def export_examples(tenant: str, admin: str, *, admin_key: str, tls: ClientTls | None = None) -> list[Example]:
     """Every label `tenant` has in the router's store, as training examples (in item-id order)."""
     examples: list[Example] = []
     token = ""
-    with grpc.insecure_channel(admin, options=CHANNEL_OPTIONS) as channel:
+    with blocking_channel(admin, tls, CHANNEL_OPTIONS) as channel:
         stub = apb_grpc.PolicyAdminStub(channel)
         while True:
             try:

@@ -11,6 +11,8 @@ from typing import AsyncIterator
 
 import grpc
 import pytest
+from auditmesh.v1 import moderation_pb2 as pb
+from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from grpc_health.v1 import health as health_service
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -155,3 +157,71 @@ def test_certificate_keys_are_written_owner_only(tmp_path: Path) -> None:
     write_mesh_certificates(tmp_path / "tls", ["router", "text"])
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "tls").iterdir()}
     assert modes["router.key"] == modes["text.key"] == modes["ca.key"] == 0o600
+
+
+class _FixedModeration(pb_grpc.ModerationServiceServicer):
+    """A ModerationService that answers every Moderate with ALLOW (what the client library reaches over TLS)."""
+
+    async def Moderate(self, request: pb.ModerateRequest, context: grpc.aio.ServicerContext) -> pb.ModerateResponse:
+        return pb.ModerateResponse(item_id=request.item.id, decision=pb.ALLOW)
+
+
+@contextlib.asynccontextmanager
+async def moderation_over(tls: ServerTlsConfig) -> AsyncIterator[str]:
+    service = GrpcService("router", ServerConfig("127.0.0.1:0", grace_period_s=0.1, tls=tls), service_names=[],
+                          register=lambda server: pb_grpc.add_ModerationServiceServicer_to_server(_FixedModeration(),
+                                                                                                  server))
+    port = await service.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await service.stop()
+
+
+async def test_the_client_library_reaches_a_tls_router_and_presents_its_certificate_for_mtls(tmp_path: Path) -> None:
+    from auditmesh.client import AsyncClient, ClientTls, ModerationError
+
+    ca = make_ca()
+    cert, key = write_pair(tmp_path, ca, "router")
+    client_cert, client_key = write_pair(tmp_path, ca, "platform")
+    ca_file = write_ca(tmp_path, ca)
+    async with moderation_over(ServerTlsConfig(cert, key, client_ca_file=ca_file)) as address:
+        async with AsyncClient(address, api_key="k", batching=False, timeout_s=5,
+                               tls=ClientTls(ca_file, client_cert, client_key)) as client:
+            assert (await client.moderate("hello")).decision == "allow"
+        # the certificate names "router" and 127.0.0.1; a name override checks it against another name
+        async with AsyncClient(address, api_key="k", batching=False, timeout_s=5,
+                               tls=ClientTls(ca_file, client_cert, client_key, server_name="router")) as client:
+            assert (await client.moderate("hello")).decision == "allow"
+        for refused in (None, ClientTls(ca_file), ClientTls(write_ca(tmp_path, make_ca("other"), "other"), client_cert,
+                                                              client_key)):
+            async with AsyncClient(address, api_key="k", batching=False, timeout_s=2, tls=refused) as client:
+                with pytest.raises(ModerationError) as failed:
+                    await client.moderate("hello")
+                assert failed.value.code == grpc.StatusCode.UNAVAILABLE
+    with pytest.raises(ValueError, match="tls.ca_file: cannot read /nonexistent/ca.crt"):
+        ClientTls("/nonexistent/ca.crt").credentials()
+
+
+async def test_the_command_line_moderates_over_tls_and_names_a_missing_file(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+    import json
+
+    from services.cli import main
+
+    ca = make_ca()
+    cert, key = write_pair(tmp_path, ca, "router")
+    ca_file = write_ca(tmp_path, ca)
+    async with moderation_over(ServerTlsConfig(cert, key)) as address:
+        common = ["moderate", "--router", address, "--tenant-key", "k", "--text", "hi", "--json", "--timeout", "5"]
+        assert await asyncio.to_thread(main, [*common, "--tls-ca", ca_file]) == 0
+        assert json.loads(capsys.readouterr().out)["decision"] == "ALLOW"
+        assert await asyncio.to_thread(main, common) == 1  # plaintext to a TLS port
+        assert "UNAVAILABLE" in capsys.readouterr().err
+    assert await asyncio.to_thread(main, ["moderate", "--text", "hi", "--tenant-key", "k", "--tls-ca",
+                                          str(tmp_path / "missing.crt")]) == 2
+    assert "tls.ca_file: cannot read" in capsys.readouterr().err
+    assert await asyncio.to_thread(main, ["labels", "delete", "m-1", "--tenant", "a", "--admin-key", "x",
+                                          "--tls-cert", cert]) == 2
+    assert "cert_file and key_file go together" in capsys.readouterr().err
