@@ -123,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     deletes.add_argument("--tenant", required=True, help="the tenant the labels belong to")
     add_admin_arguments(deletes)
     banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
-    banks.add_argument("--store", type=Path, default=Path("var/banks.sqlite"),
-                       help="the bank store the match service reads (config/match.yaml match.banks_path; default "
-                       "var/banks.sqlite)")
+    banks.add_argument("--store", type=Path, default=Path(os.environ.get("AUDITMESH_BANKS_PATH") or "var/banks.sqlite"),
+                       help="the bank store the match service reads (config/match.yaml match.banks_path; default: env "
+                       "AUDITMESH_BANKS_PATH, else var/banks.sqlite)")
     bank_actions = banks.add_subparsers(dest="action", required=True)
     create = bank_actions.add_parser("create", help="create a bank (refused when one of that name exists)")
     create.add_argument("name", help="1-64 lower-case letters, digits, '_' or '-'")
@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     export = bank_actions.add_parser("export", help="print a bank's hashes as a hash list")
     export.add_argument("name")
     export.add_argument("--format", dest="format_", choices=BANK_FORMATS, default="csv")
-    remove = bank_actions.add_parser("remove", help="remove hashes: every hash banked under a content id, or one hash")
+    remove = bank_actions.add_parser("remove", help="remove hashes: every hash banked under a content id, and hashes "
+                                     "by value")
     remove.add_argument("name")
     remove.add_argument("--content-id", action="append", default=[], help="a content id (repeatable)")
     remove.add_argument("--hash", action="append", default=[], metavar="SIGNAL_TYPE:VALUE",

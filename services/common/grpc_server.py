@@ -133,7 +133,8 @@ class GrpcService:
         the replica out) and SERVING again when None; nothing once stopping (draining stays NOT_SERVING)."""
         if self._server is None or self._stopped.is_set() or self._stopping:
             return
-        if reason == self._held:
+        if (reason is None) == (self._held is None):  # no change of state (a reason's wording may change)
+            self._held = reason
             return
         if reason is not None:
             log.warning("%s not ready: %s", self.name, reason)

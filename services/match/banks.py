@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS banks (name TEXT PRIMARY KEY, spec TEXT NOT NULL, ver
                                   updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (bank TEXT NOT NULL, signal TEXT NOT NULL, value TEXT NOT NULL,
                                     content_id TEXT NOT NULL, PRIMARY KEY (bank, signal, value)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entries_content ON entries (bank, content_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0);
 """
@@ -135,19 +136,23 @@ class BankRepository(Protocol):
     """What the match service (loading), BankAdmin and `auditmesh banks` (managing) need of a bank store:
     the embedded SQLite one below, or a shared backend that keeps the same contract (every change raises
     the bank's version and the store's generation, in one transaction; `snapshot` is one consistent read;
-    BankNotFoundError / BankExistsError / BankError as documented). Blocking; thread-safe."""
+    BankNotFoundError / BankExistsError / BankError as documented; with `owner`, a change applies only if the
+    bank is that owner's ("" = shared) when the change is written, else BankNotFoundError). Blocking;
+    thread-safe."""
 
     def create_bank(self, spec: BankSpec) -> int: ...
 
     def put_bank(self, spec: BankSpec) -> int: ...
 
-    def delete_bank(self, name: str) -> None: ...
+    def update_bank(self, spec: BankSpec) -> int: ...
 
-    def add(self, bank: str, entries: Sequence[Entry]) -> int: ...
+    def delete_bank(self, name: str, *, owner: str | None = None) -> None: ...
 
-    def remove(self, bank: str, entries: Sequence[Entry]) -> int: ...
+    def add(self, bank: str, entries: Sequence[Entry], *, owner: str | None = None) -> int: ...
 
-    def remove_content(self, bank: str, content_ids: Sequence[str]) -> tuple[int, int]: ...
+    def remove(self, bank: str, entries: Sequence[Entry], *, owner: str | None = None) -> tuple[int, int]: ...
+
+    def remove_content(self, bank: str, content_ids: Sequence[str], *, owner: str | None = None) -> tuple[int, int]: ...
 
     def bank(self, name: str) -> tuple[BankSpec, int] | None: ...
 
@@ -210,10 +215,20 @@ class BankStore:
                 "INSERT INTO banks (name, spec, version, updated) VALUES (?, ?, 0, 0) ON CONFLICT (name) DO UPDATE "
                 "SET spec = excluded.spec", (spec.name, json.dumps(asdict(spec), sort_keys=True))), create=True)
 
-    def delete_bank(self, name: str) -> None:
+    def update_bank(self, spec: BankSpec) -> int:
+        """Replace an existing bank's settings, only while it has the same owner (`spec.owner`, "" = shared) when
+        written: BankNotFoundError otherwise (a bank deleted meanwhile stays deleted, one re-created for
+        another owner keeps its owner); the bank's new version."""
+        with self._lock:
+            return self._write(spec.name, lambda: self._db.execute(
+                "UPDATE banks SET spec = ? WHERE name = ?", (json.dumps(asdict(spec), sort_keys=True), spec.name)),
+                owner=spec.owner)
+
+    def delete_bank(self, name: str, *, owner: str | None = None) -> None:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._check_owner(name, owner)
                 if not self._db.execute("DELETE FROM banks WHERE name = ?", (name,)).rowcount:
                     raise BankNotFoundError(f"bank {name!r} does not exist")
                 self._db.execute("DELETE FROM entries WHERE bank = ?", (name,))
@@ -223,32 +238,45 @@ class BankStore:
                 raise
             self._db.execute("COMMIT")
 
-    def add(self, bank: str, entries: Sequence[Entry]) -> int:
-        """Add hashes to `bank` (one already there keeps its content id: the first report wins); its new version."""
+    def add(self, bank: str, entries: Sequence[Entry], *, owner: str | None = None) -> int:
+        """Add hashes to `bank` (one already there keeps its content id: the first report wins); its new version
+        (unchanged when `entries` is empty)."""
         with self._lock:
+            if not entries:
+                return self._version(bank, owner)
             return self._write(bank, lambda: self._db.executemany(
                 "INSERT OR IGNORE INTO entries (bank, signal, value, content_id) VALUES (?, ?, ?, ?)",
-                [(bank, e.signal, e.value, e.content_id) for e in entries]))
+                [(bank, e.signal, e.value, e.content_id) for e in entries]), owner=owner)
 
-    def remove(self, bank: str, entries: Sequence[Entry]) -> int:
-        """Remove hashes from `bank` (by signal and value); its new version."""
+    def remove(self, bank: str, entries: Sequence[Entry], *, owner: str | None = None) -> tuple[int, int]:
+        """Remove hashes from `bank` (by signal and value); how many went and its new version."""
+        removed = 0
+
+        def change() -> None:
+            nonlocal removed
+            for e in entries:
+                removed += self._db.execute("DELETE FROM entries WHERE bank = ? AND signal = ? AND value = ?",
+                                            (bank, e.signal, e.value)).rowcount
         with self._lock:
-            return self._write(bank, lambda: self._db.executemany(
-                "DELETE FROM entries WHERE bank = ? AND signal = ? AND value = ?",
-                [(bank, e.signal, e.value) for e in entries]))
+            if not entries:
+                return 0, self._version(bank, owner)
+            version = self._write(bank, change, owner=owner)
+        return removed, version
 
-    def remove_content(self, bank: str, content_ids: Sequence[str]) -> tuple[int, int]:
+    def remove_content(self, bank: str, content_ids: Sequence[str], *, owner: str | None = None) -> tuple[int, int]:
         """Remove every hash of `bank` banked under one of `content_ids` (HMA removes banked content by its
         id); how many went and the bank's new version."""
         removed = 0
 
         def change() -> None:
             nonlocal removed
-            for content_id in content_ids:
+            for content_id in dict.fromkeys(content_ids):
                 removed += self._db.execute("DELETE FROM entries WHERE bank = ? AND content_id = ?",
                                             (bank, content_id)).rowcount
         with self._lock:
-            version = self._write(bank, change)
+            if not content_ids:
+                return 0, self._version(bank, owner)
+            version = self._write(bank, change, owner=owner)
         return removed, version
 
     def bank(self, name: str) -> tuple[BankSpec, int] | None:
@@ -285,11 +313,22 @@ class BankStore:
         with self._lock:
             self._db.close()
 
-    def _write(self, bank: str, change: object, *, create: bool = False) -> int:
+    def _check_owner(self, bank: str, owner: str | None) -> None:
+        """Inside a transaction: BankNotFoundError unless `bank` exists and (with `owner`) is that owner's."""
+        row = self._db.execute("SELECT spec FROM banks WHERE name = ?", (bank,)).fetchone()
+        if row is None or (owner is not None and json.loads(row[0]).get("owner", "") != owner):
+            raise BankNotFoundError(f"bank {bank!r} does not exist; create it first")
+
+    def _version(self, bank: str, owner: str | None) -> int:
+        """The bank's version (a change with nothing to change raises none), checking it exists (and its owner)."""
+        self._check_owner(bank, owner)
+        return int(self._db.execute("SELECT version FROM banks WHERE name = ?", (bank,)).fetchone()[0])
+
+    def _write(self, bank: str, change: object, *, create: bool = False, owner: str | None = None) -> int:
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            if not create and self._db.execute("SELECT 1 FROM banks WHERE name = ?", (bank,)).fetchone() is None:
-                raise BankNotFoundError(f"bank {bank!r} does not exist; create it first")
+            if not create:
+                self._check_owner(bank, owner)
             change()  # type: ignore[operator]
             self._db.execute("UPDATE banks SET version = version + 1, updated = ? WHERE name = ?", (self._clock(), bank))
             self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
@@ -330,7 +369,7 @@ class LoadedBanks:
         loaded = []
         for spec, version, entries in banks:
             loaded.append(LoadedBank(spec, version, _index(entries, "pdq"), _index(entries, "text_simhash"),
-                                     {(e.signal, e.value): e.content_id for e in entries
+                                     {(e.signal, e.value): e.content_id or e.value for e in entries
                                       if e.signal in ("md5", "sha256", "text_sha256")}))
         return cls(generation, tuple(loaded), clock())
 

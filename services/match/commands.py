@@ -31,9 +31,9 @@ def create_bank(store: BankRepository, spec: BankSpec) -> dict[str, Any]:
     return {"bank": spec.name, "version": store.create_bank(spec)}
 
 
-def delete_bank(store: BankRepository, name: str) -> dict[str, Any]:
-    """Delete a bank and its hashes (BankError when there is none)."""
-    store.delete_bank(name)
+def delete_bank(store: BankRepository, name: str, *, owner: str | None = None) -> dict[str, Any]:
+    """Delete a bank and its hashes (BankNotFoundError when there is none, or with `owner` not that owner's)."""
+    store.delete_bank(name, owner=owner)
     return {"bank": name, "deleted": True}
 
 
@@ -60,32 +60,29 @@ def content_entries(*, texts: Sequence[tuple[str, str]] = (), images: Sequence[t
     return entries
 
 
-def add_content(store: BankRepository, bank: str, entries: Sequence[Entry]) -> dict[str, Any]:
+def add_content(store: BankRepository, bank: str, entries: Sequence[Entry], *, owner: str | None = None) -> dict[str, Any]:
     """Add `entries` (from `content_entries` or a hash list) to `bank`: how many, and its new version."""
-    return {"bank": bank, "added": len(entries), "version": store.add(bank, entries)}
+    return {"bank": bank, "added": len(entries), "version": store.add(bank, entries, owner=owner)}
 
 
 def remove_content(store: BankRepository, bank: str, *, entries: Sequence[Entry] = (),
-                   content_ids: Sequence[str] = ()) -> dict[str, Any]:
+                   content_ids: Sequence[str] = (), owner: str | None = None) -> dict[str, Any]:
     """Remove hashes from `bank`: `entries` by signal and value, and every hash banked under `content_ids`."""
-    removed = 0
-    version = 0
-    if content_ids:
-        removed, version = store.remove_content(bank, content_ids)
+    removed, version = store.remove_content(bank, content_ids, owner=owner)
     if entries or not content_ids:
-        before = sum(store.counts(bank).values())
-        version = store.remove(bank, entries)
-        removed += before - sum(store.counts(bank).values())
+        by_value, version = store.remove(bank, entries, owner=owner)
+        removed += by_value
     return {"bank": bank, "removed": removed, "version": version}
 
 
-def import_hashes(store: BankRepository, bank: str, data: str, fmt: str = "csv") -> dict[str, Any]:
+def import_hashes(store: BankRepository, bank: str, data: str, fmt: str = "csv", *,
+                  owner: str | None = None) -> dict[str, Any]:
     """Add the hashes of a hash list in format `fmt` (services/match/formats.py) to `bank`, in one
     transaction; BankError naming the line of a bad row (nothing is added then)."""
     if store.bank(bank) is None:
         raise BankNotFoundError(f"bank {bank!r} does not exist; create it first")
     entries = parse(fmt, data)
-    return {"bank": bank, "rows": len(entries), "version": store.add(bank, entries)}
+    return {"bank": bank, "rows": len(entries), "version": store.add(bank, entries, owner=owner)}
 
 
 def export_hashes(store: BankRepository, bank: str, fmt: str = "csv") -> str:

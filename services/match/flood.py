@@ -82,6 +82,8 @@ class FloodGuard:
         self._keys: OrderedDict[Hashable, _Key] = OrderedDict()
         #: Keys that started flooding since the last `take_new`.
         self._new: list[Flood] = []
+        #: Flooding keys and the window they were last seen flooding in (read by `active` at scrape time).
+        self._active: dict[Hashable, int] = {}
 
     def observe(self, key: Hashable, now: float) -> bool:
         """Count one match of `key` at `now` (seconds, any monotonic clock); whether it floods."""
@@ -91,14 +93,14 @@ class FloodGuard:
             state = _Key(window)
             self._keys[key] = state
             while len(self._keys) > self.settings.max_tracked:
-                self._keys.popitem(last=False)
+                self._active.pop(self._keys.popitem(last=False)[0], None)
         else:
             self._keys.move_to_end(key)
-            self._roll(state, window)
+            self._roll(key, state, window)
         state.count += 1
-        bar = max(self.settings.min_matches, self.settings.factor * max(state.baseline, 1.0))
-        if state.count >= bar and not state.flooding:
+        if state.count >= self._bar(state) and not state.flooding:
             state.flooding = True
+            self._active[key] = window
             self._new.append(Flood(key, state.count, state.baseline))
         return state.flooding
 
@@ -107,21 +109,38 @@ class FloodGuard:
         window = math.floor(now / self.settings.window_s)
         out = []
         for key, state in self._keys.items():
-            self._roll(state, window)
+            self._roll(key, state, window)
             if state.flooding:
                 out.append(Flood(key, state.count, state.baseline))
         return out
+
+    def active(self, now: float) -> list[Hashable]:
+        """Keys flooding in the window of `now`, as last seen (safe to call from another thread: reads only)."""
+        window = math.floor(now / self.settings.window_s)
+        return [key for key, seen in list(self._active.items()) if seen == window]
 
     def take_new(self) -> list[Flood]:
         """Floods that started since the last call (each reported once)."""
         new, self._new = self._new, []
         return new
 
-    @staticmethod
-    def _roll(state: _Key, window: int) -> None:
-        """Close the key's finished windows: fold their counts into its baseline; a new window starts clear."""
+    def _bar(self, state: _Key) -> float:
+        return max(self.settings.min_matches, self.settings.factor * max(state.baseline, 1.0))
+
+    def _roll(self, key: Hashable, state: _Key, window: int) -> None:
+        """Close the key's finished windows: fold their counts into its baseline (a flooding window adds at most
+        its bar: a flood must not become the normal a later flood is measured against). A key still flooding
+        when its window ended (the count at or above the bar) floods on into the next window, so a quarantine
+        lasts until a window ends below the bar; a window without matches ends it."""
         if window <= state.window:
             return
-        state.baseline = ALPHA * state.count + (1 - ALPHA) * state.baseline
+        bar = self._bar(state)
+        still = state.flooding and state.count >= bar and window == state.window + 1
+        counted = min(state.count, bar) if state.flooding else state.count
+        state.baseline = ALPHA * counted + (1 - ALPHA) * state.baseline
         state.baseline *= (1 - ALPHA) ** (window - state.window - 1)  # windows without a match count as 0
-        state.window, state.count, state.flooding = window, 0, False
+        state.window, state.count, state.flooding = window, 0, still
+        if still:
+            self._active[key] = window
+        else:
+            self._active.pop(key, None)

@@ -37,7 +37,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Literal, Sequence, get_args
 
 from services.match.banks import BankError, Entry
-from services.match.signals import MIN_MATCH_CHARS, matchable, text_signals
+from services.match.signals import MAX_TEXT_CHARS, MIN_MATCH_CHARS, matchable, text_signals
 
 __all__ = ["FORMATS", "Format", "MAX_IMPORT_ROWS", "parse", "render", "text_entries"]
 
@@ -45,6 +45,8 @@ Format = Literal["csv", "threatexchange", "hma_json"]
 FORMATS: tuple[str, ...] = get_args(Format)
 #: Rows of one import at most (a bigger list is split by the caller: each import is one transaction).
 MAX_IMPORT_ROWS = 10_000_000
+#: raw_text lines (texts hashed on import) of one hash list at most.
+MAX_RAW_TEXTS = 100_000
 #: Characters of a banked text kept as its content id when none is given.
 TEXT_LABEL_CHARS = 60
 #: ThreatExchange signal type names read as this mesh's (the ones that mean the same hash of the same thing).
@@ -56,7 +58,7 @@ _TE_REFUSED = ("video_", "url", "trend_query", "tlsh", "clip", "text_md5")
 def text_entries(text: str, content_id: str = "") -> list[Entry]:
     """The entries a banked text is matched by (its SimHash and its canonical SHA-256), as the match
     service hashes a query. BankError when its canonical form is too short to match anything specific."""
-    signals = text_signals(text)
+    signals = text_signals(text[:MAX_TEXT_CHARS])  # as a query is hashed: its first MAX_TEXT_CHARS characters
     if not matchable(signals.canonical):
         raise BankError(f"text {text[:TEXT_LABEL_CHARS]!r}: its canonical form {signals.canonical!r} says too little to "
                         f"match (under {MIN_MATCH_CHARS} letters or digits besides links); it would match every such "
@@ -66,7 +68,9 @@ def text_entries(text: str, content_id: str = "") -> list[Entry]:
 
 
 def parse(fmt: str, data: str) -> list[Entry]:
-    """The entries of a hash list in format `fmt` (one of FORMATS); BankError naming the line of a bad row."""
+    """The entries of a hash list in format `fmt` (one of FORMATS); BankError naming the line of a bad row. A
+    leading byte-order mark (a file saved by a spreadsheet) is ignored."""
+    data = data.removeprefix("\ufeff")
     if fmt == "csv":
         entries = _parse_csv(data)
     elif fmt == "threatexchange":
@@ -79,7 +83,8 @@ def parse(fmt: str, data: str) -> list[Entry]:
 
 
 def render(fmt: str, entries: Iterable[Entry]) -> str:
-    """`entries` written in format `fmt` (one of FORMATS); `parse(fmt, render(fmt, e))` gives `e` back."""
+    """`entries` written in format `fmt` (one of FORMATS); `parse(fmt, render(fmt, e))` gives `e` back (without
+    the content ids in the threatexchange format, which has none)."""
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -111,7 +116,7 @@ def _parse_csv(data: str) -> list[Entry]:
     for number, row in enumerate(csv.reader(io.StringIO(data)), 1):
         if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
             continue
-        if number == 1 and row[0].strip() == "signal_type":
+        if not entries and row[0].strip() == "signal_type":  # the header, before the first row
             continue
         if len(row) < 2 or len(row) > 3:
             raise BankError(f"line {number}: expected signal_type,value[,content_id], got {len(row)} fields")
@@ -122,6 +127,7 @@ def _parse_csv(data: str) -> list[Entry]:
 
 def _parse_threatexchange(data: str) -> list[Entry]:
     entries: list[Entry] = []
+    texts = 0
     for number, line in enumerate(data.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -131,6 +137,10 @@ def _parse_threatexchange(data: str) -> list[Entry]:
         if not signal:
             raise BankError(f"line {number}: expected '<signal_type> <signal>', got {line[:80]!r}")
         if name == "raw_text":
+            texts += 1
+            if texts > MAX_RAW_TEXTS:
+                raise BankError(f"line {number}: more than {MAX_RAW_TEXTS} raw_text lines (each is hashed here): "
+                                "split the list")
             try:
                 entries += text_entries(signal)
             except BankError as error:
@@ -154,6 +164,7 @@ def _parse_hma_json(data: str) -> list[Entry]:
         raise BankError(f"not JSON: {error}") from None
     items = document if isinstance(document, list) else [document]
     entries: list[Entry] = []
+    texts = 0
     for index, item in enumerate(items):
         where = f"[{index}]"
         if not isinstance(item, dict):
@@ -161,14 +172,21 @@ def _parse_hma_json(data: str) -> list[Entry]:
         signals = item.get("signals", item if "id" not in item else None)
         if not isinstance(signals, dict) or not signals:
             raise BankError(f"{where}: 'signals' must be a non-empty object of signal_type: value")
-        content_id = str(item.get("id", "")) if "signals" in item else ""
+        content_id = str(item["id"]) if "signals" in item and item.get("id") is not None else ""
         if isinstance(item.get("metadata"), dict) and item["metadata"].get("content_id"):
             content_id = str(item["metadata"]["content_id"])
         for name, value in signals.items():
             if not isinstance(value, str):
                 raise BankError(f"{where}.signals.{name}: a hash is a string")
             if name == "raw_text":
-                entries += text_entries(value, content_id)
+                texts += 1
+                if texts > MAX_RAW_TEXTS:
+                    raise BankError(f"{where}.signals.raw_text: more than {MAX_RAW_TEXTS} texts (each is hashed "
+                                    "here): split the list")
+                try:
+                    entries += text_entries(value, content_id)
+                except BankError as error:
+                    raise BankError(f"{where}.signals.raw_text: {error}") from None
                 continue
             signal = _TE_NAMES.get(name)
             if signal is None:

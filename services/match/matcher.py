@@ -65,7 +65,7 @@ def match_image(banks: Sequence[LoadedBank], signals: ImageSignals) -> list[Matc
                 best = (distance, "pdq", content_id)
         if best is not None:
             found.append(_match(bank, *best))
-    return _suppressed(found)
+    return _suppressed(found, banks)
 
 
 def match_text(banks: Sequence[LoadedBank], signals: TextSignals) -> list[Match]:
@@ -84,7 +84,7 @@ def match_text(banks: Sequence[LoadedBank], signals: TextSignals) -> list[Match]
                 best = (hits[0][1], "text_simhash", hits[0][0])
         if best is not None:
             found.append(_match(bank, *best))
-    return _suppressed(found)
+    return _suppressed(found, banks)
 
 
 def _match(bank: LoadedBank, distance: int, signal: str, content_id: str) -> Match:
@@ -93,7 +93,14 @@ def _match(bank: LoadedBank, distance: int, signal: str, content_id: str) -> Mat
                  negative=spec.negative)
 
 
-def _suppressed(found: list[Match]) -> list[Match]:
-    if any(m.negative for m in found):
+def _suppressed(found: list[Match], banks: Sequence[LoadedBank]) -> list[Match]:
+    """Mark the matches a negative (known-benign) match suppresses: a shared negative bank's, every other
+    match; a tenant's own negative bank's, only that tenant's banks' matches (a tenant cannot switch off a
+    shared list, such as a platform's mandatory one, for its content)."""
+    shared = {bank.spec.name for bank in banks if bank.spec.shared}
+    negatives = [m for m in found if m.negative]
+    if not negatives:
+        return found
+    if any(m.bank in shared for m in negatives):
         return [m if m.negative else replace(m, suppressed=True) for m in found]
-    return found
+    return [m if m.negative or m.bank in shared else replace(m, suppressed=True) for m in found]

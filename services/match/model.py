@@ -23,7 +23,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import math
 import random
 import threading
 import time
@@ -43,13 +42,13 @@ from services.match.flood import FloodGuard
 from services.match.matcher import match_image, match_text
 from services.match.metrics import MatchCollector
 from services.match.settings import MatchSettings
-from services.match.signals import image_signals, text_signals
+from services.match.signals import MAX_TEXT_CHARS, image_signals, text_signals
 
 __all__ = ["MatchModel", "MatchSettings"]
 
 log = logging.getLogger("services.match")
-#: Characters of a text item that are hashed at most (a longer text is hashed on its first part).
-MAX_TEXT_CHARS = 20_000
+#: A reload in progress keeps the model ready this many times `max_stale_s` (then it is not ready: stuck).
+LOAD_GRACE = 10
 
 
 class MatchModel:
@@ -72,14 +71,14 @@ class MatchModel:
         self.banks = LoadedBanks.load(store)
         #: When the loaded set was last confirmed current (read from the store, or the store's generation seen).
         self._current_at = clock()
+        #: When the reload in progress began (None: none): a load of a large set is not staleness.
+        self._loading_since: float | None = None
         self.flood = FloodGuard(settings.flood)
         #: Matches per (bank, signal type), floods per bank, and (seconds, items) hashing and searching per kind:
         #: written by the batch thread, read at scrape time.
         self.matches: dict[tuple[str, str], int] = {}
         self.floods: dict[str, int] = {}
         self.work: dict[str, list[float]] = {"text": [0.0, 0], "image": [0.0, 0]}
-        #: Entries that started flooding, with the window they did (old windows dropped as new floods come).
-        self._flooding: dict[object, int] = {}
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="match-banks", daemon=True) if watch else None
         if self._watcher is not None:
@@ -94,9 +93,12 @@ class MatchModel:
     def serving_problem(self) -> str | None:
         """Why this model should not take traffic now (its banks not confirmed current for `max_stale_s`), or None."""
         stale = self.stale_s
+        loading = self._loading_since
         if stale <= self.settings.max_stale_s:
             return None
-        return (f"banks not confirmed current for {stale:.0f} s (max_stale_s {self.settings.max_stale_s:g}): the store "
+        if loading is not None and self._clock() - loading <= LOAD_GRACE * self.settings.max_stale_s:
+            return None  # a large bank set takes a while to load: the store was readable, the load goes on
+        return (f"banks not confirmed current for over max_stale_s ({self.settings.max_stale_s:g} s): the store "
                 f"{self.settings.banks_path} could not be read or reloaded; serving generation {self.banks.generation}")
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -123,12 +125,9 @@ class MatchModel:
             spent[1] += 1
             matches[row, 0] = contract.encode_matches(self._guarded(found))
             errors[row, 0] = error.encode("utf-8")
-        window = math.floor(self._clock() / self.settings.flood.window_s)
         for flood in self.flood.take_new():
             bank, signal, content_id = cast(tuple[str, str, str], flood.key)
             self.floods[bank] = self.floods.get(bank, 0) + 1
-            self._flooding = {k: w for k, w in self._flooding.items() if w == window}
-            self._flooding[flood.key] = window
             log.warning("flood: bank %s entry %s (%s) matched %d items this window, baseline %.1f%s", bank, content_id,
                         signal, flood.count, flood.baseline,
                         "; its matches are quarantined (suppressed)" if self.settings.flood.quarantine else "")
@@ -151,8 +150,7 @@ class MatchModel:
 
     def flood_snapshot(self) -> list[str]:
         """The bank of each entry flooding in the current window (one name per entry)."""
-        window = math.floor(self._clock() / self.settings.flood.window_s)
-        return [cast(tuple[str, str, str], key)[0] for key, started in list(self._flooding.items()) if started == window]
+        return [cast(tuple[str, str, str], key)[0] for key in self.flood.active(self._clock())]
 
     def collector(self) -> Collector:
         """Prometheus metrics of the banks and the matching (read at scrape time; services/match/metrics.py)."""
@@ -189,9 +187,13 @@ class MatchModel:
         if generation == self.banks.generation:
             self._current_at = looked_at
             return False
-        loaded = LoadedBanks.load(self.store)
+        self._loading_since = looked_at
+        try:
+            loaded = LoadedBanks.load(self.store)
+        finally:
+            self._loading_since = None
         self.banks = loaded  # one assignment: requests see the old set or the new one
-        self._current_at = looked_at
+        self._current_at = self._clock()  # read and loaded: current now, however long the load took
         log.info("banks reloaded: %d banks, generation %d", len(loaded.banks), loaded.generation)
         return True
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from services.common.text_match.normalize import normalize
 
-__all__ = ["ImageSignals", "MIN_MATCH_CHARS", "PDQ_BITS", "PDQ_SIDE", "SIMHASH_BITS", "TextSignals", "canonical_text",
+__all__ = ["ImageSignals", "MAX_TEXT_CHARS", "MIN_MATCH_CHARS", "PDQ_BITS", "PDQ_SIDE", "SIMHASH_BITS", "TextSignals", "canonical_text",
            "hamming", "image_signals", "matchable", "pdq_hex", "simhash", "text_signals"]
 
 SIMHASH_BITS = 256
@@ -48,6 +48,9 @@ PDQ_BITS = 256
 PDQ_SIDE = 512
 #: A canonical text (placeholders aside) shorter than this is too generic to match: "url", "dm me".
 MIN_MATCH_CHARS = 10
+#: Characters of a text that are hashed at most (a longer text is hashed on its first part, queried and
+#: banked alike).
+MAX_TEXT_CHARS = 20_000
 #: Character n-gram length of the SimHash's features.
 GRAM = 3
 _URL = re.compile(r"(?:https?://|www\.)\S+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|net|org|io|co|me|ly|gg|xyz|top|cn|ru|info|biz|app|link|site|shop|vip|cc)(?:/\S*)?")

@@ -5,8 +5,10 @@ covers the bank's owner (a shared bank needs a global key), validates sizes, run
 worker thread and converts the results. Served on the router's admin port only, beside PolicyAdmin.
 
 A scoped key never learns about banks outside its tenants: they are not listed, and naming one answers
-NOT_FOUND exactly as a bank that does not exist. Bank names are one namespace (CreateBank answers
-ALREADY_EXISTS for a name in use by anyone); prefix them with the tenant (`acme-...`) to keep them apart.
+NOT_FOUND exactly as a bank that does not exist. Bank names are one namespace, so a bank made with a scoped
+key is named `<tenant>-...` (it cannot take or probe another tenant's names). Every change is written only
+if the bank still has the owner checked (the store checks it in the write's transaction): a bank deleted
+and re-created for another tenant meanwhile is NOT_FOUND, never changed.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
 from services.common.auth_guard import AuthGuard
 from services.common.auth_throttle import AuthThrottle
-from services.common.errors import (AlreadyExistsError, FailedPreconditionError, InvalidRequestError, LimitExceededError,
-                                    NotFoundError)
+from services.common.errors import (AlreadyExistsError, FailedPreconditionError, ImageRejectedError, InvalidRequestError,
+                                    LimitExceededError, NotFoundError)
+from services.common.image_decode import ImageLimits, inspect_image
 from services.match.banks import BankError, BankExistsError, BankNotFoundError, BankRepository, BankSpec, Entry
 from services.match.commands import (add_content, create_bank, delete_bank, export_hashes, image_entries, import_hashes,
                                      remove_content)
@@ -34,8 +37,13 @@ T = TypeVar("T")
 BANK_ADMIN_SERVICE_NAME = "auditmesh.v1.BankAdmin"
 #: Contents of one AddContent or RemoveContent call at most.
 MAX_CONTENTS = 1000
-#: Images of one call at most: each is decoded and hashed on the router (about 12 ms at 512 px).
+#: Images of one call at most, and their pixels: each is decoded and hashed on the router (a 40-megapixel
+#: PNG takes seconds to decode).
 MAX_IMAGES = 64
+MAX_IMAGE_PIXELS = 16_000_000
+MAX_CALL_PIXELS = 64_000_000
+#: Hashes one ExportHashes answers at most (about 30 MB of csv): a larger bank is exported where its store is.
+MAX_EXPORT_HASHES = 500_000
 #: Settings fields a request may set (BankSettings), in BankSpec's names.
 _OPTIONAL = ("category", "severity", "action", "pdq_distance", "text_distance", "enabled_ratio", "min_pdq_quality",
              "negative", "description")
@@ -75,6 +83,9 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
             settings = request.settings
             spec = BankSpec(request.name, owner=settings.owner, shared=settings.shared, **_set_fields(settings))
             self.auth.require(key, spec.owner)
+            if not key.is_global and not spec.name.startswith(f"{spec.owner}-"):
+                raise InvalidRequestError(f"name: a bank made with a tenant-scoped key is named '{spec.owner}-...' "
+                                          f"(bank names are one namespace shared by every tenant), got {spec.name!r}")
             version = create_bank(store, spec)["version"]
             return _info(store, spec, version)
         return await self._run(context, work)
@@ -88,7 +99,7 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
                                           "tenant's content): delete it and create it again")
             fields = {**{name: getattr(spec, name) for name in _OPTIONAL}, **_set_fields(settings)}
             updated = BankSpec(spec.name, owner=spec.owner, shared=spec.shared, **fields)
-            return _info(store, updated, store.put_bank(updated))
+            return _info(store, updated, store.update_bank(updated))
         return await self._run(context, work)
 
     async def ListBanks(self, request: apb.ListBanksRequest, context: grpc.aio.ServicerContext) -> apb.ListBanksResponse:
@@ -99,40 +110,40 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
 
     async def DeleteBank(self, request: apb.DeleteBankRequest, context: grpc.aio.ServicerContext) -> apb.DeleteBankResponse:
         def work(key: AdminKey, store: BankRepository) -> apb.DeleteBankResponse:
-            self._owned(key, store, request.name)
-            delete_bank(store, request.name)
+            spec, _ = self._owned(key, store, request.name)
+            delete_bank(store, request.name, owner=spec.owner)
             log.info("bank %s deleted by admin key %s", request.name, key.name)
             return apb.DeleteBankResponse(name=request.name)
         return await self._run(context, work)
 
     async def AddContent(self, request: apb.AddContentRequest, context: grpc.aio.ServicerContext) -> apb.BankChange:
         def work(key: AdminKey, store: BankRepository) -> apb.BankChange:
-            self._owned(key, store, request.bank)
+            spec, _ = self._owned(key, store, request.bank)
             entries = _entries(request.contents)
-            done = add_content(store, request.bank, entries)
+            done = add_content(store, request.bank, entries, owner=spec.owner)
             return apb.BankChange(bank=request.bank, hashes=done["added"], version=done["version"])
         return await self._run(context, work)
 
     async def RemoveContent(self, request: apb.RemoveContentRequest, context: grpc.aio.ServicerContext) -> apb.BankChange:
         def work(key: AdminKey, store: BankRepository) -> apb.BankChange:
-            self._owned(key, store, request.bank)
+            spec, _ = self._owned(key, store, request.bank)
             if len(request.content_ids) > MAX_CONTENTS:
                 raise LimitExceededError(f"content_ids: at most {MAX_CONTENTS} per call, got {len(request.content_ids)}")
             if not request.content_ids and not request.contents:
                 raise InvalidRequestError("content_ids, contents: name what to remove")
             done = remove_content(store, request.bank, entries=_entries(request.contents),
-                                  content_ids=list(request.content_ids))
+                                  content_ids=list(request.content_ids), owner=spec.owner)
             return apb.BankChange(bank=request.bank, hashes=done["removed"], version=done["version"])
         return await self._run(context, work)
 
     async def ImportHashes(self, request: apb.ImportHashesRequest, context: grpc.aio.ServicerContext) -> apb.BankChange:
         def work(key: AdminKey, store: BankRepository) -> apb.BankChange:
-            self._owned(key, store, request.bank)
+            spec, _ = self._owned(key, store, request.bank)
             try:
                 data = request.data.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise InvalidRequestError(f"data: not UTF-8 ({error.reason} at byte {error.start})") from None
-            done = import_hashes(store, request.bank, data, _format(request.format))
+            done = import_hashes(store, request.bank, data, _format(request.format), owner=spec.owner)
             return apb.BankChange(bank=request.bank, hashes=done["rows"], version=done["version"])
         return await self._run(context, work)
 
@@ -140,9 +151,15 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
                            context: grpc.aio.ServicerContext) -> apb.ExportHashesResponse:
         def work(key: AdminKey, store: BankRepository) -> apb.ExportHashesResponse:
             spec, version = self._owned(key, store, request.bank)
+            size = sum(store.counts(spec.name).values())
+            if size > MAX_EXPORT_HASHES:
+                raise FailedPreconditionError(f"bank {spec.name!r} holds {size} hashes, more than one ExportHashes answers "
+                                              f"({MAX_EXPORT_HASHES}): export it with `auditmesh banks export` where its "
+                                              "store is")
             data = export_hashes(store, request.bank, _format(request.format))
-            return apb.ExportHashesResponse(bank=request.bank, version=version,
-                                            hashes=sum(store.counts(spec.name).values()), data=data.encode("utf-8"))
+            if self._owned(key, store, request.bank)[0].owner != spec.owner:  # re-created for another owner meanwhile
+                raise NotFoundError(f"bank {request.bank!r} does not exist, or is not one admin key {key.name!r} manages")
+            return apb.ExportHashesResponse(bank=request.bank, version=version, hashes=size, data=data.encode("utf-8"))
         return await self._run(context, work)
 
 
@@ -165,6 +182,17 @@ def _entries(contents: Iterable[apb.BankContent]) -> list[Entry]:
         raise LimitExceededError(f"contents: at most {MAX_CONTENTS} per call, got {len(items)}")
     if sum(item.WhichOneof("content") == "image" for item in items) > MAX_IMAGES:
         raise LimitExceededError(f"contents: at most {MAX_IMAGES} images per call (each is hashed on the router)")
+    pixels = 0
+    for index, item in enumerate(items):
+        if item.WhichOneof("content") == "image":
+            try:
+                header = inspect_image(item.image, ImageLimits(max_pixels=MAX_IMAGE_PIXELS))
+            except ImageRejectedError as error:
+                raise InvalidRequestError(f"contents[{index}].image: {error}") from None
+            pixels += header.width * header.height
+            if pixels > MAX_CALL_PIXELS:
+                raise LimitExceededError(f"contents: images of more than {MAX_CALL_PIXELS} pixels in one call "
+                                         "(each is hashed on the router): send fewer")
     entries: list[Entry] = []
     for index, item in enumerate(items):
         kind = item.WhichOneof("content")

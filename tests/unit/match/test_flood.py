@@ -1,5 +1,5 @@
 """The flood guard on a fake clock: a key matching far above its own baseline floods; steady traffic,
-a slow rise and a quiet key do not; a flood ends with its window; memory stays bounded."""
+a slow rise and a quiet key do not; a flood lasts until a window ends below the bar; memory stays bounded."""
 
 from __future__ import annotations
 
@@ -28,9 +28,12 @@ def test_a_key_far_above_its_baseline_floods_and_is_reported_once() -> None:
     new = guard.take_new()
     assert [f.key for f in new] == ["logo"] and new[0].count == 759 and round(new[0].baseline, 1) == 75.9
     assert guard.take_new() == []
-    assert [f.key for f in guard.flooding(now=79.5)] == ["logo"]
-    assert guard.flooding(now=81.0) == []  # the window ended: the key starts clear
-    assert not guard.observe("logo", 81.0)
+    assert [f.key for f in guard.flooding(now=79.5)] == ["logo"] and guard.active(79.5) == ["logo"]
+    assert guard.observe("logo", 81.0)  # its window ended above the bar: the flood (and a quarantine) goes on
+    assert guard.take_new() == []       # ... as the same flood, reported once
+    for _ in range(10):
+        guard.observe("logo", 82.0)     # this window ends below the bar (the flood added at most its bar, 759)
+    assert not guard.observe("logo", 91.0) and guard.active(91.0) == []
 
 
 def test_a_new_key_needs_min_matches_and_a_quiet_one_never_floods() -> None:

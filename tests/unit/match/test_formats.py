@@ -115,3 +115,24 @@ def test_the_command_line_imports_exports_and_removes(tmp_path: Path, capsys: py
     assert capsys.readouterr().out == f"pdq {PDQ}\n"
     assert main(["banks", "--store", store, "import", "nobank", str(te)]) == 2
     assert "bank 'nobank' does not exist" in capsys.readouterr().err
+
+
+def test_a_byte_order_mark_and_a_header_after_comments_are_read() -> None:
+    assert parse("csv", f"\ufeff# exported 2026-12-07\nsignal_type,value,content_id\npdq,{PDQ},c-1\n") == [
+        Entry("pdq", PDQ, "c-1")]
+    assert parse("threatexchange", f"\ufeffpdq {PDQ}\n") == [Entry("pdq", PDQ)]
+    assert parse("hma_json", f'\ufeff[{{"id": null, "signals": {{"pdq": "{PDQ}"}}}}]') == [Entry("pdq", PDQ)]
+    with pytest.raises(BankError, match=r"^\[0\].signals.raw_text: text 'hi'"):
+        parse("hma_json", '[{"id": 1, "signals": {"raw_text": "hi"}}]')
+
+
+def test_a_banked_text_longer_than_what_is_hashed_still_matches_itself(tmp_path: Path) -> None:
+    from services.match.formats import text_entries
+    from services.match.signals import MAX_TEXT_CHARS
+
+    text = ("Limited offer, claim your crypto airdrop now at the official page. " * 600)[:MAX_TEXT_CHARS + 9_000]
+    store = BankStore(tmp_path / "banks.sqlite")
+    store.put_bank(BankSpec("long", shared=True, category="spam"))
+    store.add("long", text_entries(text, "wall-1"))
+    found = match_text(LoadedBanks.load(store).banks, text_signals(text[:MAX_TEXT_CHARS]))  # as the service hashes it
+    assert [(m.signal_type, m.distance) for m in found] == [("text_sha256", 0)]

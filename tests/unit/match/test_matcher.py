@@ -110,7 +110,7 @@ def test_specs_and_entries_are_validated_and_changes_raise_versions(store: BankS
     assert store.put_bank(BankSpec("b", shared=True, category="spam")) == 1
     generation = store.generation()
     assert store.add("b", [Entry("md5", "0" * 32, "x")]) == 2 and store.generation() == generation + 1
-    assert store.remove("b", [Entry("md5", "0" * 32)]) == 3 and store.entries("b") == []
+    assert store.remove("b", [Entry("md5", "0" * 32)]) == (1, 3) and store.entries("b") == []
     store.delete_bank("b")
     assert store.banks() == []
 
@@ -152,3 +152,38 @@ def test_create_refuses_an_existing_bank_and_a_huge_image_is_hashed_small(store:
     distance = (int.from_bytes(image_signals(data, rgb(data)).pdq[0], "big")
                 ^ int.from_bytes(image_signals(small, rgb(small)).pdq[0], "big")).bit_count()
     assert distance <= 31
+
+
+def test_changes_apply_only_while_the_bank_has_the_owner_checked(store: BankStore) -> None:
+    store.create_bank(BankSpec("x", owner="a", category="spam"))
+    store.delete_bank("x")
+    assert store.create_bank(BankSpec("x", owner="b", category="spam")) == 1  # re-made for another tenant meanwhile
+    for change in (lambda: store.update_bank(BankSpec("x", owner="a", category="hate")),
+                   lambda: store.add("x", [Entry("md5", "1" * 32)], owner="a"),
+                   lambda: store.remove("x", [Entry("md5", "1" * 32)], owner="a"),
+                   lambda: store.remove_content("x", ["c"], owner="a"),
+                   lambda: store.delete_bank("x", owner="a")):
+        with pytest.raises(BankError, match="does not exist"):
+            change()
+    assert store.bank("x") == (BankSpec("x", owner="b", category="spam"), 1)  # b's bank untouched
+    with pytest.raises(BankError, match="does not exist"):
+        store.update_bank(BankSpec("gone", owner="a", category="spam"))  # an update never re-creates a bank
+    assert store.bank("gone") is None and store.add("x", [], owner="b") == 1  # nothing to add: no new version
+
+
+def test_a_tenants_negative_bank_never_suppresses_a_shared_bank(store: BankStore) -> None:
+    text = "FREE crypto airdrop, connect your wallet at the official claim page today"
+    sha = text_signals(text).sha256
+    store.put_bank(BankSpec("platform", shared=True, category="spam"))
+    store.put_bank(BankSpec("acme-mine", owner="acme", category="spam"))
+    store.put_bank(BankSpec("acme-benign", owner="acme", negative=True))
+    for bank in ("platform", "acme-mine", "acme-benign"):
+        store.add(bank, [Entry("text_sha256", sha)])
+    found = {m.bank: m.suppressed for m in match_text(LoadedBanks.load(store).visible_to("acme"), text_signals(text))}
+    assert found == {"platform": False, "acme-mine": True, "acme-benign": False}
+    store.put_bank(BankSpec("platform-benign", shared=True, negative=True))
+    store.add("platform-benign", [Entry("text_sha256", sha)])
+    found = {m.bank: m.suppressed for m in match_text(LoadedBanks.load(store).visible_to("acme"), text_signals(text))}
+    assert found["platform"] is True and found["acme-mine"] is True  # a shared negative bank suppresses every bank
+    exact = [m for m in match_text(LoadedBanks.load(store).visible_to("acme"), text_signals(text)) if m.bank == "platform"]
+    assert exact[0].content_id == sha  # no content id given: the hash names the entry (flood guard, evidence)

@@ -199,3 +199,24 @@ async def test_without_a_bank_store_every_call_says_so() -> None:
 
 def _rgb(data: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+async def test_scoped_names_oversized_images_and_exports_are_refused(stub: apb_grpc.BankAdminStub,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.router.control import bank_admin
+
+    code, message = await status_of(stub.CreateBank(apb.CreateBankRequest(name="b-private", settings=apb.BankSettings(
+        owner="a", category="hate")), metadata=SCOPED))
+    assert (code, message) == (grpc.StatusCode.INVALID_ARGUMENT, "name: a bank made with a tenant-scoped key is named "
+                               "'a-...' (bank names are one namespace shared by every tenant), got 'b-private'")
+    await stub.CreateBank(apb.CreateBankRequest(name="a-x", settings=apb.BankSettings(owner="a", category="hate")),
+                          metadata=SCOPED)
+    huge = io.BytesIO()
+    Image.new("RGB", (5000, 4000)).save(huge, "PNG")  # 20 megapixels in a few kilobytes
+    code, message = await status_of(stub.AddContent(apb.AddContentRequest(bank="a-x", contents=[
+        apb.BankContent(image=huge.getvalue())]), metadata=SCOPED))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and message.startswith("contents[0].image: ") and "pixels" in message
+    await stub.AddContent(apb.AddContentRequest(bank="a-x", contents=[apb.BankContent(text=SPAM)]), metadata=SCOPED)
+    monkeypatch.setattr(bank_admin, "MAX_EXPORT_HASHES", 1)
+    code, message = await status_of(stub.ExportHashes(apb.ExportHashesRequest(bank="a-x"), metadata=SCOPED))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "holds 2 hashes" in message
