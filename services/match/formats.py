@@ -106,6 +106,16 @@ def _entry(where: str, signal: str, value: str, content_id: str) -> Entry:
         raise BankError(f"{where}: {error}") from None
 
 
+def _raw_text(where: str, text: str, content_id: str, count: int) -> list[Entry]:
+    """The entries of the `count`-th raw text of a list (hashed here, as a query is); BankError naming `where`."""
+    if count > MAX_RAW_TEXTS:
+        raise BankError(f"{where}: more than {MAX_RAW_TEXTS} raw texts in one list (each is hashed here): split it")
+    try:
+        return text_entries(text, content_id)
+    except BankError as error:
+        raise BankError(f"{where}: {error}") from None
+
+
 def _check_size(entries: Sequence[Entry]) -> None:
     if len(entries) > MAX_IMPORT_ROWS:
         raise BankError(f"more than {MAX_IMPORT_ROWS} rows: split the list")
@@ -138,13 +148,7 @@ def _parse_threatexchange(data: str) -> list[Entry]:
             raise BankError(f"line {number}: expected '<signal_type> <signal>', got {line[:80]!r}")
         if name == "raw_text":
             texts += 1
-            if texts > MAX_RAW_TEXTS:
-                raise BankError(f"line {number}: more than {MAX_RAW_TEXTS} raw_text lines (each is hashed here): "
-                                "split the list")
-            try:
-                entries += text_entries(signal)
-            except BankError as error:
-                raise BankError(f"line {number}: {error}") from None
+            entries += _raw_text(f"line {number}", signal, "", texts)
         elif name in _TE_NAMES:
             entries.append(_entry(f"line {number}", _TE_NAMES[name], signal, ""))
         elif name.startswith(_TE_REFUSED):
@@ -180,13 +184,7 @@ def _parse_hma_json(data: str) -> list[Entry]:
                 raise BankError(f"{where}.signals.{name}: a hash is a string")
             if name == "raw_text":
                 texts += 1
-                if texts > MAX_RAW_TEXTS:
-                    raise BankError(f"{where}.signals.raw_text: more than {MAX_RAW_TEXTS} texts (each is hashed "
-                                    "here): split the list")
-                try:
-                    entries += text_entries(value, content_id)
-                except BankError as error:
-                    raise BankError(f"{where}.signals.raw_text: {error}") from None
+                entries += _raw_text(f"{where}.signals.raw_text", value, content_id, texts)
                 continue
             signal = _TE_NAMES.get(name)
             if signal is None:

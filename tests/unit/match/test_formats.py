@@ -136,3 +136,13 @@ def test_a_banked_text_longer_than_what_is_hashed_still_matches_itself(tmp_path:
     store.add("long", text_entries(text, "wall-1"))
     found = match_text(LoadedBanks.load(store).banks, text_signals(text[:MAX_TEXT_CHARS]))  # as the service hashes it
     assert [(m.signal_type, m.distance) for m in found] == [("text_sha256", 0)]
+
+
+def test_raw_texts_hashed_on_import_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.match import formats
+
+    monkeypatch.setattr(formats, "MAX_RAW_TEXTS", 1)
+    with pytest.raises(BankError, match="^line 2: more than 1 raw texts in one list"):
+        parse("threatexchange", f"raw_text {SPAM}\nraw_text {SPAM} again\n")
+    with pytest.raises(BankError, match=r"^\[1\].signals.raw_text: more than 1 raw texts"):
+        parse("hma_json", json.dumps([{"signals": {"raw_text": SPAM}}, {"signals": {"raw_text": SPAM + "!"}}]))
