@@ -74,6 +74,8 @@ class MatchModel:
         #: When the reload in progress began (None: none): a load of a large set is not staleness.
         self._loading_since: float | None = None
         self.flood = FloodGuard(settings.flood)
+        #: Guards the flood guard and the counters below against batches run on several threads.
+        self._counting = threading.Lock()
         #: Matches per (bank, signal type), floods per bank, and (seconds, items) hashing and searching per kind:
         #: written by the batch thread, read at scrape time.
         self.matches: dict[tuple[str, str], int] = {}
@@ -120,14 +122,19 @@ class MatchModel:
                     found = match_image(visible, image_signals(content, rgb, dihedral=self.settings.dihedral))
                 except ImageRejectedError as rejected:
                     error = str(rejected)
-            spent = self.work[kind]
-            spent[0] += time.perf_counter() - started
-            spent[1] += 1
+            with self._counting:
+                spent = self.work[kind]
+                spent[0] += time.perf_counter() - started
+                spent[1] += 1
             matches[row, 0] = contract.encode_matches(self._guarded(found))
             errors[row, 0] = error.encode("utf-8")
-        for flood in self.flood.take_new():
+        with self._counting:
+            floods = self.flood.take_new()
+            for flood in floods:
+                bank = cast(tuple[str, str, str], flood.key)[0]
+                self.floods[bank] = self.floods.get(bank, 0) + 1
+        for flood in floods:
             bank, signal, content_id = cast(tuple[str, str, str], flood.key)
-            self.floods[bank] = self.floods.get(bank, 0) + 1
             log.warning("flood: bank %s entry %s (%s) matched %d items this window, baseline %.1f%s", bank, content_id,
                         signal, flood.count, flood.baseline,
                         "; its matches are quarantined (suppressed)" if self.settings.flood.quarantine else "")
@@ -138,14 +145,15 @@ class MatchModel:
         entry's match comes back suppressed."""
         now = self._clock()
         out = []
-        for match in found:
-            if not match.negative and not match.suppressed:
-                key = (match.bank, match.signal_type)
-                self.matches[key] = self.matches.get(key, 0) + 1
-                flooding = self.flood.observe((match.bank, match.signal_type, match.content_id), now)
-                if flooding and self.settings.flood.quarantine:
-                    match = replace(match, suppressed=True)
-            out.append(match)
+        with self._counting:  # batches may run on more than one thread (batching.max_concurrency)
+            for match in found:
+                if not match.negative and not match.suppressed:
+                    key = (match.bank, match.signal_type)
+                    self.matches[key] = self.matches.get(key, 0) + 1
+                    flooding = self.flood.observe((match.bank, match.signal_type, match.content_id), now)
+                    if flooding and self.settings.flood.quarantine:
+                        match = replace(match, suppressed=True)
+                out.append(match)
         return out
 
     def flood_snapshot(self) -> list[str]:
