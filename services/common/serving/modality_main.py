@@ -157,11 +157,14 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory, loader: M
     log.info("gc: %d start-up objects frozen, thresholds %s", gc_settings.frozen_objects, gc_settings.thresholds)
     sys.setswitchinterval(config.batching.gil_switch_interval_ms / 1000.0)  # BatchingConfig.gil_switch_interval_ms
     log.info("gil switch interval %.2f ms", config.batching.gil_switch_interval_ms)
-    watcher = asyncio.create_task(hold_while_problem(service, servicer))
+    # Only a model whose data can go stale (the match model's banks) needs its readiness watched.
+    stale = any(callable(getattr(model, "serving_problem", None)) for model in models)
+    watcher = asyncio.create_task(hold_while_problem(service, servicer)) if stale else None
     try:
         await service.serve_until_signal()
     finally:
-        watcher.cancel()
+        if watcher is not None:
+            watcher.cancel()
 
 
 async def hold_while_problem(service: GrpcService, servicer: KServeServicer, interval_s: float = 1.0) -> None:
