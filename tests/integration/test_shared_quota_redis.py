@@ -86,8 +86,10 @@ async def test_four_replicas_never_admit_more_than_the_limit_in_a_window(redis_u
     # The backend counted what it granted, never more than the limit; admitted items never exceed grants
     # (for the windows whose keys have not expired yet: the last one or two).
     assert counters and all(counters[w] <= limit and admitted[w] <= counters[w] for w in counters)
-    # Keys expire: one window plus up to half a window of jitter, from their creation.
-    assert all(0 < ttl <= 1.5 * config.window_s * 1000 for ttl in ttls)
+    # Keys expire: one window plus up to half a window of jitter, from their creation (-1: no expiry, a
+    # defect; -2: the key expired between the listing and its PTTL, which a loaded machine allows).
+    live = [ttl for ttl in ttls if ttl != -2]
+    assert live and all(0 < ttl <= 1.5 * config.window_s * 1000 for ttl in live), ttls
 
 
 async def test_redis_down_follows_on_backend_error_and_recovers(tmp_path: Path) -> None:
