@@ -8,7 +8,9 @@ REVIEW, so a slur wrapped in friendly words goes to a person, not through. The C
 Chinese lexicon entry at REVIEW (an insult appended to a benign message shares the window the gate reads,
 so the gate must not be a way to pass it) and drops a Chinese phrase rule's hit whatever its severity:
 the zh rules are patterns ("<group> 都是 ..."), and benign messages that quote or reject them were most of
-what the gate let through otherwise.
+what the gate let through otherwise. A Chinese hit inside a quotation its text reports (someone's words
+quoted to report or reject them, services/text/reported.py) is unbacked unless the heads give its category
+0.5 (services/text/model.py `unreported_hits`).
 
 Example::
 

@@ -25,7 +25,9 @@ normalised text (evasions restored); they only ever raise a score (the maximum o
 theirs), so English is unchanged. The harm gate over the same features (`text_heads_zh_gate`) says whether
 such a text is harmful at all; where it says no, the Chinese heads' scores do not count and neither do the
 text's Chinese phrase-rule hits (its listed words stay, capped at REVIEW: `services.text.hits`): most Chinese false positives were a listed word or a rule firing in a benign
-message. English hits and the English heads' scores of a mixed text are not the gate's to judge. Profile accurate adds the Chinese character n-gram heads
+message. English hits and the English heads' scores of a mixed text are not the gate's to judge. A Chinese hit
+wholly inside a quotation the text reports ("有人在群里刷“外地人都滚出去”", services/text/reported.py) counts only
+where the heads back its category (`unreported_hits`). Profile accurate adds the Chinese character n-gram heads
 (services/text/semantic.py).
 
 Example::
@@ -65,14 +67,18 @@ from services.text.heads import Heads, TfidfVectorizerModel
 from services.text.hits import gate_reads, unbacked
 from services.text.static_embedding import STATIC_MODEL, StaticEmbedder
 from services.text.minors import minor_references
+from services.text.reported import in_reported_quotation, reported_quotations
 from services.text.subcategories import SUBCATEGORY_HEADS_FAST, minors_evidence, subcategory_shares
 from services.text.urls import DEFAULT_SIGNALS_PATH, SpamSignals
 from services.text.windows import windowed_infer
 
 __all__ = ["FAST_HEADS", "REPOSITORY_MODELS", "SPAM_MODEL", "STATIC_MODEL", "TFIDF_MODEL", "TOXICITY_MODEL", "FastScores",
-           "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "gated_hits", "head_features",
-           "heads_text"]
+           "CORROBORATED", "TextModerationModel", "blank_han", "decode_texts", "encode_outputs", "english_reads", "gated_hits", "head_features",
+           "heads_text", "unreported_hits"]
 
+#: A hit of a reported quotation counts where the heads give its category at least this (0.5 is each head's
+#: threshold: the heads alone would act).
+CORROBORATED = 0.5
 #: A text with CJK characters is read by the English heads only with at least this many words of
 #: non-CJK letters (`english_reads`): one Latin token in Chinese chat is noise to them, two may be an insult.
 MIXED_ENGLISH_WORDS = 2
@@ -231,6 +237,8 @@ class TextModerationModel(TextPipelineShape):
                 if not reading.harmful[position]:  # the gate closed: its Chinese hits do not count
                     closed[index] = True
                     analyses[index] = replace(analyses[index], hits=gated_hits(analyses[index].hits))
+                analyses[index] = replace(analyses[index], hits=unreported_hits(texts[index], analyses[index].hits,
+                                                                                scores[index]))
         return FastScores(analyses, tfidf, scores, segmented, english, subcategory_heads, closed)
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -305,6 +313,32 @@ def gated_hits(hits: Sequence[contract.LexiconHit]) -> tuple[contract.LexiconHit
         if not gate_reads(hit):
             kept.append(hit)
         elif (demoted := unbacked(hit, rules_too=False, every_entry=True)) is not None:
+            kept.append(demoted)
+    return tuple(kept)
+
+
+def unreported_hits(text: str, hits: Sequence[contract.LexiconHit], scores: np.ndarray) -> tuple[contract.LexiconHit, ...]:
+    """`hits` of `text` less the Chinese hits (`hits.gate_reads`) wholly inside a quotation the text reports
+    (services/text/reported.py) whose category the heads score below `CORROBORATED`: such a hit is treated as
+    unbacked (`hits.unbacked`: a phrase rule's hit dropped, a lexicon entry dropped unless a top-tier
+    slur, which stays at REVIEW). `scores` is the text's row of heads'
+    scores, in `contract.CATEGORIES` order.
+
+    Example::
+
+        >>> hit = contract.LexiconHit("hate", "rule:hate-exclude", 3, 10, 15, "不租河南人", "rule:hate-exclude")
+        >>> unreported_hits('房东在电话里直接说"不租河南人"，我录音发给街道办了', [hit], np.zeros(len(contract.CATEGORIES)))
+        ()
+    """
+    spans = reported_quotations(text) if hits else []
+    if not spans:
+        return tuple(hits)
+    kept = []
+    for hit in hits:
+        if not (gate_reads(hit) and in_reported_quotation(hit, spans)
+                and scores[contract.CATEGORIES.index(hit.category)] < CORROBORATED):
+            kept.append(hit)
+        elif (demoted := unbacked(hit, rules_too=False)) is not None:
             kept.append(demoted)
     return tuple(kept)
 
