@@ -3,8 +3,10 @@
 Defences: a byte-size limit checked before parsing; a format allow-list (JPEG, PNG, WebP) read from
 the header; width, height and pixel-count limits checked from the header *before* any pixel is
 decoded (so a small file that declares a huge canvas, a decompression bomb, is rejected cheaply);
-Pillow's own bomb warning turned into an error; only the first frame of animated images;
-transparency composited onto white (see `_flatten_alpha`); EXIF orientation applied.
+Pillow's own bomb warning turned into an error; animated images (APNG, animated WebP) refused, frame
+count read from the header: only one frame would be moderated while a viewer sees them all, so a benign
+first frame would carry the rest through; transparency composited onto white (see `_flatten_alpha`);
+EXIF orientation applied.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHead
     try:
         with Image.open(io.BytesIO(data)) as image:
             fmt, (width, height) = image.format or "", image.size
+            frames = int(getattr(image, "n_frames", 1))
     except Image.DecompressionBombError as exc:  # Pillow's own guard trips first on absurd canvases
         raise ImageRejectedError(f"image declares too many pixels ({exc}); the limit is {limits.max_pixels}") from None
     except Exception as exc:  # Pillow raises many types for garbage input
@@ -67,6 +70,9 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHead
         raise ImageRejectedError(f"image is {width}x{height}; each side must be 1..{limits.max_side} pixels")
     if width * height > limits.max_pixels:
         raise ImageRejectedError(f"image has {width * height} pixels, over the limit of {limits.max_pixels}")
+    if frames > 1:
+        raise ImageRejectedError(f"image is animated ({fmt}, {frames} frames); animated images are not accepted: "
+                                 f"send each frame a viewer sees as its own image part")
     return ImageHeader(fmt, width, height)
 
 
@@ -103,7 +109,6 @@ def decode_image(data: bytes, limits: ImageLimits = ImageLimits()) -> tuple[Imag
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
-                image.seek(0)
                 rgb = _flatten_alpha(ImageOps.exif_transpose(image))  # phone photos: score them upright
                 rgb.load()
     except ImageRejectedError:

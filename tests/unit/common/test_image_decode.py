@@ -36,10 +36,16 @@ def test_lossless_png_pixels_are_exact() -> None:
     np.testing.assert_array_equal(decode_rgb(encode_image(image, "PNG")), np.asarray(image))
 
 
-def test_animated_image_uses_first_frame() -> None:
-    frames = [Image.new("RGB", (16, 16), colour) for colour in ((255, 0, 0), (0, 0, 255))]
-    data = encode_image(frames[0], "PNG", save_all=True, append_images=frames[1:])
-    assert tuple(decode_rgb(data)[0, 0]) == (255, 0, 0)
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP"])
+def test_animated_images_are_refused_from_the_header(fmt: str) -> None:
+    # a benign first frame must not carry the frames a viewer sees after it through moderation
+    frames = [Image.new("RGB", (16, 16), colour) for colour in ((255, 255, 255), (0, 0, 255), (255, 0, 0))]
+    data = encode_image(frames[0], fmt, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    for check in (inspect_image, decode_rgb):
+        with pytest.raises(ImageRejectedError, match=f"animated \\({fmt}, 3 frames\\).*its own image part"):
+            check(data)
+    still = encode_image(frames[0], fmt, save_all=True)   # one frame, written by the same animation writer
+    assert tuple(decode_rgb(still)[0, 0]) == (255, 255, 255)
 
 
 @pytest.mark.parametrize("fmt", ["GIF", "BMP", "TIFF", "ICO"])

@@ -20,6 +20,13 @@ def png(size: tuple[int, int] = (8, 8)) -> bytes:
     return buffer.getvalue()
 
 
+def animated_webp() -> bytes:
+    buffer = io.BytesIO()
+    frames = [Image.new("RGB", (8, 8), colour) for colour in ("white", "red")]
+    frames[0].save(buffer, "WEBP", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    return buffer.getvalue()
+
+
 def test_valid_item_keeps_part_indexes() -> None:
     item = validate_item("id1", [RawPart("hello", None), RawPart(None, png())], LIMITS)
     assert isinstance(item.parts[0], TextPart) and isinstance(item.parts[1], ImagePart)
@@ -34,6 +41,8 @@ def test_valid_item_keeps_part_indexes() -> None:
     ([RawPart("a", None)] * 4, LimitExceededError, "4 parts; the limit is 3"),
     ([RawPart("ok", None), RawPart(None, b"\x89PNG garbage")], InvalidRequestError, "item.parts[1].image: image could not be decoded"),
     ([RawPart(None, b"x" * 50_001)], LimitExceededError, "50001 bytes; the limit is 50000 bytes"),
+    ([RawPart("ok", None), RawPart(None, animated_webp())], InvalidRequestError,
+     "item.parts[1].image: image is animated (WEBP, 2 frames)"),
 ])
 def test_bad_items_are_rejected_naming_the_part(parts: list[RawPart], error: type, message: str) -> None:
     with pytest.raises(error) as caught:
