@@ -4,6 +4,7 @@
     auditmesh hash-key [KEY]      # digest for config/tenants.yaml (a new random key if none given)
     auditmesh labels import labels.jsonl --tenant acme          # into the router's label store (admin API)
     auditmesh labels delete item-17 item-18 --tenant acme       # erase those items' labels
+    auditmesh reasons AUDIT_ID --tenant acme   # a decision's statement of reasons (DSA Article 17) as JSON
     auditmesh banks create spam_waves --shared --category spam   # known-content banks (services/match/)
     auditmesh banks add spam_waves --text "..." --image known.jpg
     auditmesh banks import spam_waves hashes.txt --format threatexchange   # or csv, hma_json; `banks export` too
@@ -122,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     deletes.add_argument("item_ids", nargs="+", metavar="ITEM_ID", help="the items' ids as the labels were stored")
     deletes.add_argument("--tenant", required=True, help="the tenant the labels belong to")
     add_admin_arguments(deletes)
+    reasons = commands.add_parser("reasons", help="a decision's statement of reasons (EU DSA Article 17) as JSON, "
+                                  "from its audit record (PolicyAdmin GetStatementOfReasons)")
+    reasons.add_argument("audit_id", metavar="AUDIT_ID", help="the decision's audit record id (QueryAudit, review tasks)")
+    reasons.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
+    add_admin_arguments(reasons)
     banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
     banks.add_argument("--store", type=Path, default=Path(os.environ.get("AUDITMESH_BANKS_PATH") or "var/banks.sqlite"),
                        help="the bank store the match service reads (config/match.yaml match.banks_path; default: env "
@@ -283,7 +289,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return labels(args)
     if args.command == "banks":
         return banks(args)
+    if args.command == "reasons":
+        return statement_of_reasons(args)
     return moderate(args)
+
+
+def statement_of_reasons(args: argparse.Namespace) -> int:
+    """`auditmesh reasons AUDIT_ID --tenant T`: print the statement as JSON, or the refusal (exit 1; 2 without a key)."""
+    from auditmesh.v1 import admin_pb2 as apb
+    from auditmesh.v1 import admin_pb2_grpc as apb_grpc
+
+    if not args.admin_key:
+        print("auditmesh reasons: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key allowed for the tenant)",
+              file=sys.stderr)
+        return 2
+    with blocking_channel(args.admin, tls_from(args), []) as channel:
+        try:
+            statement = apb_grpc.PolicyAdminStub(channel).GetStatementOfReasons(
+                apb.GetStatementOfReasonsRequest(tenant=args.tenant, audit_id=args.audit_id),
+                metadata=[("x-admin-key", args.admin_key)], timeout=30.0)
+        except grpc.RpcError as error:
+            print(f"auditmesh reasons: {error.code().name}: {error.details()}", file=sys.stderr)
+            return 1
+    print(json.dumps(MessageToDict(statement, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
+                     indent=1, ensure_ascii=False))
+    return 0
 
 
 def classifier(args: argparse.Namespace) -> int:

@@ -201,6 +201,9 @@ def test_audit_log_pages_one_tenant_at_a_time(dsn: str, compression: str) -> Non
     window, _ = log.query("globex", since=now + 5, until=now + 8)
     assert [r.audit_id for r in window] == ["globex-5", "globex-6", "globex-7"]
     assert window[0] == record("globex", 5, now + 5)
+    # one record by id, only for its own tenant (a statement of reasons reads it)
+    assert log.get("globex", "globex-5") == record("globex", 5, now + 5)
+    assert log.get("acme", "globex-5") is None and log.get("globex", "nope") is None
     log.close()
 
 
@@ -334,7 +337,9 @@ def test_labels_are_shared_by_replicas_and_bounded_per_tenant(dsn: str) -> None:
     rest, end = first.page("acme", limit=10, page_token=token)
     assert [label.item_id for label in page + rest] == ["m-0", "m-1", "m-2", "m-9"] and end == ""
     assert page[1].text == "text 1 again" and page[1].reviewer == "rev-2"
+    assert first.get("acme", "m-1") == page[1] and first.get("globex", "m-1") is None
     second.submit("globex", [Label("m-1", "other tenant", {"spam": 1}, "rev")])
+    assert first.get("globex", "m-1") is not None and first.get("acme", "m-1") == page[1]
     assert second.delete("acme", ["m-1", "m-2", "m-1", "nope"]) == 2  # one replica erases, the other sees it
     assert [label.item_id for label in first.page("acme")[0]] == ["m-0", "m-9"] and first.count("globex") == 1
     first.close()

@@ -24,10 +24,11 @@ from services.common.errors import (FailedPreconditionError, InvalidRequestError
 from services.common.status import call_status
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
-from services.router.control.audit import AuditRecord
+from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
 from services.router.control.label_store import DEFAULT_PAGE, Label, LabelRepository, Submitted
+from services.router.control.reasons import StatementOfReasons, statement_of_reasons
 from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewTask, ReviewTasks
 from services.router.control.control import PolicyControl
 from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
@@ -265,6 +266,22 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             return self._review_queue().ack(request.tenant, list(request.task_ids))
         return apb.AckReviewTasksResponse(acked=await self._run(context, request.tenant, work))
 
+    async def GetStatementOfReasons(self, request: apb.GetStatementOfReasonsRequest,
+                                    context: grpc.aio.ServicerContext) -> apb.StatementOfReasons:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; decisions are read one tenant at a time")
+        if not request.audit_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "audit_id: required; the id of the decision's audit record")
+
+        def work(key: AdminKey) -> StatementOfReasons:
+            record = self.audit.get(request.tenant, request.audit_id)
+            if record is None:
+                raise NotFoundError(f"audit_id: no decision {request.audit_id!r} of tenant {request.tenant!r} is kept "
+                                    f"(another tenant's, never made, or past the audit log's retention)")
+            label = self.labels.get(request.tenant, record.item_id) if self.labels is not None else None
+            return statement_of_reasons(record, label)
+        return statement_message(await self._run(context, request.tenant, work))
+
     def _review_queue(self) -> ReviewTasks:
         if self.reviews is None:
             raise FailedPreconditionError("this router keeps no review tasks (no review-task queue is open)")
@@ -351,8 +368,26 @@ def audit_message(record: AuditRecord) -> apb.AuditRecord:
         policy_version=record.policy_version, degraded=record.degraded, canary_arm=record.canary_arm,
         metadata=dict(record.metadata), content=list(record.content), cached=record.cached,
         models=[pb.ModelVersion(name=name, version=version) for name, version in record.models],
-        categories=[apb.AuditCategory(category=c.category, score=c.score, action=DECISIONS[c.action], rule=c.rule,
-                                      subcategory=c.subcategory) for c in record.categories])
+        categories=[category_message(c) for c in record.categories])
     message.evidence.extend(evidence_message(evidence) for evidence in record.evidence)
     return message
 
+
+def category_message(category: AuditCategory) -> apb.AuditCategory:
+    """The proto form of one category of a decision."""
+    return apb.AuditCategory(category=category.category, score=category.score, action=DECISIONS[category.action],
+                             rule=category.rule, subcategory=category.subcategory)
+
+
+def statement_message(statement: StatementOfReasons) -> apb.StatementOfReasons:
+    """The proto form of a statement of reasons."""
+    message = apb.StatementOfReasons(
+        audit_id=statement.audit_id, item_id=statement.item_id, decided_at=statement.decided_at,
+        decision=DECISIONS[statement.decision], restriction=statement.restriction, policy_name=statement.policy_name,
+        policy_version=statement.policy_version, automated_detection=statement.automated_detection,
+        automated_decision=statement.automated_decision, reviewed_by=statement.reviewed_by,
+        reviewed_at=statement.reviewed_at, redress=statement.redress,
+        models=[pb.ModelVersion(name=name, version=version) for name, version in statement.models],
+        grounds=[category_message(c) for c in statement.grounds])
+    message.facts.extend(evidence_message(evidence) for evidence in statement.facts)
+    return message

@@ -203,6 +203,17 @@ class PostgresAuditLog:
                    for _, text, blob in rows[:limit]]
         return records, str(rows[limit - 1][0]) if len(rows) > limit else ""
 
+    def get(self, tenant: str, audit_id: str) -> AuditRecord | None:
+        """`tenant`'s record `audit_id`, or None (no such record, another tenant's, or pruned). Pending
+        records are flushed first."""
+        self.flush()
+        rows = self._reader.fetch("SELECT record, record_zlib FROM audit_records WHERE audit_id = %s AND tenant = %s",
+                                  (audit_id, tenant))
+        if not rows:
+            return None
+        text, blob = rows[0]
+        return AuditRecord.from_json_dict(json.loads(text if text is not None else zlib.decompress(blob).decode()))
+
     def close(self) -> None:
         self.flush()
         if self._pending:

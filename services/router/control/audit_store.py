@@ -72,6 +72,8 @@ class AuditLog(Protocol):
     def query(self, tenant: str, *, since: float = 0.0, until: float = 0.0, limit: int = 100,
               page_token: str = "") -> tuple[list[AuditRecord], str]: ...
 
+    def get(self, tenant: str, audit_id: str) -> AuditRecord | None: ...
+
     def close(self) -> None: ...
 
 
@@ -166,6 +168,14 @@ class AuditStore:
                 "ORDER BY seq LIMIT ?", (tenant, since, until or float("inf"), int(page_token or 0), limit + 1)).fetchall()
         records = [AuditRecord.from_json_dict(json.loads(decode(row[1]))) for row in rows[:limit]]
         return records, str(rows[limit - 1][0]) if len(rows) > limit else ""
+
+    def get(self, tenant: str, audit_id: str) -> AuditRecord | None:
+        """`tenant`'s record `audit_id`, or None (no such record, another tenant's, or pruned). Pending
+        records are flushed first."""
+        self.flush()
+        with self._lock:
+            row = self._db.execute("SELECT record FROM audit WHERE audit_id = ? AND tenant = ?", (audit_id, tenant)).fetchone()
+        return AuditRecord.from_json_dict(json.loads(decode(row[0]))) if row else None
 
     def close(self) -> None:
         self.flush()

@@ -113,6 +113,8 @@ class LabelRepository(Protocol):
 
     def count(self, tenant: str) -> int: ...
 
+    def get(self, tenant: str, item_id: str) -> Label | None: ...
+
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int: ...
 
     def close(self) -> None: ...
@@ -205,6 +207,13 @@ class LabelStore:
         """How many items `tenant` has labels for."""
         with self._lock:
             return self.count_locked(tenant)
+
+    def get(self, tenant: str, item_id: str) -> Label | None:
+        """`tenant`'s label of `item_id`, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? "
+                                   "AND item_id = ?", (tenant, item_id)).fetchone()
+        return Label(row[0], row[1], json.loads(row[2]), row[3], float(row[4])) if row else None
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
         """Delete `tenant`'s labels of `item_ids` (an erasure request, a label given by mistake), in one

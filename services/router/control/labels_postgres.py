@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import time
 import zlib
 from typing import Callable, Sequence
@@ -71,6 +72,15 @@ class PostgresLabelStore:
         """How many items `tenant` has labels for."""
         rows = self._db.fetch("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
         return int(rows[0][0]) if rows else 0
+
+    def get(self, tenant: str, item_id: str) -> Label | None:
+        """`tenant`'s label of `item_id`, or None."""
+        rows = self._db.fetch("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
+                              "AND item_id = %s", (tenant, item_id))
+        if not rows:
+            return None
+        item, text, raw, reviewer, at = rows[0]
+        return Label(str(item), str(text), json.loads(str(raw)), str(reviewer), float(at))
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
         """Delete `tenant`'s labels of `item_ids` in one transaction; how many there were (see LabelStore.delete)."""

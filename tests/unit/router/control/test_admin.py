@@ -13,6 +13,7 @@ from typing import AsyncIterator
 import grpc
 import pytest
 from auditmesh.v1 import admin_pb2 as apb
+from auditmesh.v1 import moderation_pb2 as pb
 
 from services.router.control.admin_auth import AdminKey
 from services.router.control.audit import AuditInput, audit_record
@@ -210,3 +211,50 @@ async def test_review_tasks_stream_within_the_window_and_acks_free_it(admin: Adm
     bad = admin.stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="a", max_unacked=5000), metadata=admin_key(ROOT_KEY))
     assert await status_of(bad.read()) == (grpc.StatusCode.INVALID_ARGUMENT, "max_unacked: must be 1..1000, got 5000")
     assert admin.reviews.pending("b") == 1
+
+
+async def test_a_statement_of_reasons_is_read_one_tenant_at_a_time_and_names_a_persons_review(admin: AdminApi) -> None:
+    from tests.unit.router.control.test_audit import record_for
+
+    stub, root, scoped = admin.stub, admin_key(ROOT_KEY), admin_key(SCOPED_KEY)
+    decided = time.time() - 60
+    record, other = record_for("a", item="m-1", at=decided), record_for("b", item="b-1", at=decided)
+    admin.audit.append(record)
+    admin.audit.append(other)
+    statement = await stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=record.audit_id),
+                                                 metadata=scoped)
+    assert (statement.audit_id, statement.item_id, statement.decision, statement.restriction) == (
+        record.audit_id, "m-1", pb.BLOCK, "removed")
+    assert (statement.policy_name, statement.policy_version) == ("default", "7")
+    assert [g.category for g in statement.grounds] == [c.category for c in record.categories if c.action != "allow"]
+    assert len(statement.facts) == len(record.evidence) and statement.redress
+    assert statement.automated_detection and statement.automated_decision and not statement.reviewed_by
+    # b's decision: out of the scoped key's reach, and not a's to read even with a global key
+    refused = stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="b", audit_id=other.audit_id), metadata=scoped)
+    assert (await status_of(refused))[0] == grpc.StatusCode.PERMISSION_DENIED
+    code, message = await status_of(stub.GetStatementOfReasons(
+        apb.GetStatementOfReasonsRequest(tenant="a", audit_id=other.audit_id), metadata=root))
+    assert code == grpc.StatusCode.NOT_FOUND and message.startswith(f"audit_id: no decision {other.audit_id!r} of tenant 'a'")
+    assert (await status_of(stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a"), metadata=root)))[0] == \
+        grpc.StatusCode.INVALID_ARGUMENT
+    # a reviewer labels the item after the decision: the decision is now a person's
+    item = apb.LabelledItem(item_id="m-1", text="the item", labels={"hate": True}, reviewer="rev-7")
+    await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[item]), metadata=scoped)
+    reviewed = await stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=record.audit_id),
+                                                metadata=scoped)
+    assert not reviewed.automated_decision and reviewed.reviewed_by == "rev-7" and reviewed.reviewed_at >= decided
+
+
+async def test_the_command_line_prints_a_statement_of_reasons(admin: AdminApi, capsys: pytest.CaptureFixture[str]) -> None:
+    from services.cli import main
+    from tests.unit.router.control.test_audit import record_for
+
+    record = record_for("a", item="m-1", at=time.time() - 60)
+    admin.audit.append(record)
+    code = await asyncio.to_thread(main, ["reasons", record.audit_id, "--tenant", "a", "--admin", admin.address,
+                                          "--admin-key", SCOPED_KEY])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and (out["audit_id"], out["restriction"], out["automated_decision"]) == (record.audit_id, "removed", True)
+    assert out["reviewed_by"] == "" and out["grounds"] and out["facts"]
+    code = await asyncio.to_thread(main, ["reasons", "nope", "--tenant", "a", "--admin", admin.address, "--admin-key", SCOPED_KEY])
+    assert code == 1 and "auditmesh reasons: NOT_FOUND: audit_id: no decision 'nope'" in capsys.readouterr().err

@@ -62,6 +62,8 @@ def test_queries_return_one_tenants_records_by_time_and_page(tmp_path: Path) -> 
     assert {r.tenant for r in everything} == {"globex"} and len(everything) == 5
     assert everything[0] == AuditRecord.from_json_dict(everything[0].to_json_dict())
     assert store.query("initech")[0] == []
+    assert store.get("globex", everything[2].audit_id) == everything[2]  # one record by id, its own tenant's only
+    assert store.get("acme", everything[2].audit_id) is None and store.get("globex", "nope") is None
     with pytest.raises(InvalidRequestError, match="tenant: required"):
         store.query("")
     with pytest.raises(InvalidRequestError, match="page_token"):

@@ -1,0 +1,74 @@
+"""The statement of reasons for one decision (EU Digital Services Act, Article 17), built from what the mesh
+already keeps: the decision's audit record and, where a reviewer labelled the item after it, that label
+(plain Python; the admin API's GetStatementOfReasons serves it).
+
+Article 17 asks a platform that restricts content to tell the person concerned: what was restricted and
+how; the facts and circumstances relied on; whether automated means were used, in detecting and in
+deciding; the ground (here contractual: the platform's terms as its moderation policy states them); and the
+redress open to them. A statement here carries each of those as data, for the platform to render:
+- `restriction`: "removed" (BLOCK), "held for review" (REVIEW) or "none" (ALLOW);
+- `grounds`: the categories whose action was not ALLOW, each with its score, the policy rule and the kind
+  that decided it; `policy_name` and `policy_version` name the policy (the tenant's terms);
+- `facts`: the evidence references of the audit record (spans, terms, OCR lines, image scores, bank
+  matches; content only where the policy keeps it);
+- `automated_detection` is always true (the mesh detected); `automated_decision` is false once a reviewer's
+  label of the item was submitted at or after the decision (`reviewed_by`, `reviewed_at` say whose and when);
+- `redress`: where the decision can be contested (`DEFAULT_REDRESS` unless the caller gives its own).
+
+Example::
+
+    statement = statement_of_reasons(record, label=None)
+    statement.restriction, statement.automated_decision   # ('removed', True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.router.control.audit import AuditCategory, AuditRecord
+from services.router.control.label_store import Label
+from services.router.fusion import Evidence
+
+__all__ = ["DEFAULT_REDRESS", "RESTRICTIONS", "StatementOfReasons", "statement_of_reasons"]
+
+#: What a decision restricts, by decision.
+RESTRICTIONS = {"block": "removed", "review": "held for review", "allow": "none"}
+#: The redress a statement names when the platform gives none of its own.
+DEFAULT_REDRESS = ("internal complaint handling: appeal the decision through the platform's appeal process; "
+                   "out-of-court dispute settlement (DSA Article 21); judicial redress")
+
+
+@dataclass(frozen=True)
+class StatementOfReasons:
+    """One decision's statement of reasons (module docstring)."""
+
+    audit_id: str
+    item_id: str
+    decided_at: float
+    decision: str
+    restriction: str
+    policy_name: str
+    policy_version: str
+    grounds: tuple[AuditCategory, ...]
+    facts: tuple[Evidence, ...]
+    models: tuple[tuple[str, str], ...]
+    automated_detection: bool
+    automated_decision: bool
+    reviewed_by: str
+    reviewed_at: float
+    redress: str
+
+
+def statement_of_reasons(record: AuditRecord, label: Label | None, *, redress: str = DEFAULT_REDRESS) -> StatementOfReasons:
+    """The statement for `record`. `label` is the tenant's stored label of the record's item, if any: it
+    counts as a person's review of this decision only when given at or after the decision (a label of an
+    earlier moderation of the same item id says nothing about this one)."""
+    reviewed = label is not None and label.labelled_at >= record.time
+    return StatementOfReasons(
+        audit_id=record.audit_id, item_id=record.item_id, decided_at=record.time, decision=record.decision,
+        restriction=RESTRICTIONS.get(record.decision, record.decision),
+        policy_name=record.policy_name, policy_version=record.policy_version,
+        grounds=tuple(c for c in record.categories if c.action != "allow"), facts=record.evidence,
+        models=record.models, automated_detection=True, automated_decision=not reviewed,
+        reviewed_by=label.reviewer if reviewed and label is not None else "",
+        reviewed_at=label.labelled_at if reviewed and label is not None else 0.0, redress=redress)
