@@ -5,6 +5,8 @@
     auditmesh labels import labels.jsonl --tenant acme          # into the router's label store (admin API)
     auditmesh labels delete item-17 item-18 --tenant acme       # erase those items' labels
     auditmesh reasons AUDIT_ID --tenant acme   # a decision's statement of reasons (DSA Article 17) as JSON
+    auditmesh appeals submit AUDIT_ID --tenant acme --appellant user-81 --statement "..."   # a user's appeal
+    auditmesh appeals resolve APPEAL_ID --tenant acme --outcome reversed --reviewer rev-7
     auditmesh banks create spam_waves --shared --category spam   # known-content banks (services/match/)
     auditmesh banks add spam_waves --text "..." --image known.jpg
     auditmesh banks import spam_waves hashes.txt --format threatexchange   # or csv, hma_json; `banks export` too
@@ -128,6 +130,20 @@ def build_parser() -> argparse.ArgumentParser:
     reasons.add_argument("audit_id", metavar="AUDIT_ID", help="the decision's audit record id (QueryAudit, review tasks)")
     reasons.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
     add_admin_arguments(reasons)
+    appeals = commands.add_parser("appeals", help="appeals of decisions (PolicyAdmin SubmitAppeal / ResolveAppeal)")
+    appeal_actions = appeals.add_subparsers(dest="action", required=True)
+    submit = appeal_actions.add_parser("submit", help="a user's appeal of a decision: stored, and sent out as a review task")
+    submit.add_argument("audit_id", metavar="AUDIT_ID", help="the decision's audit record id")
+    submit.add_argument("--appellant", required=True, help="who appeals (your own opaque id of the user)")
+    submit.add_argument("--statement", default="", help="what the appellant says (at most 5,000 characters)")
+    resolve = appeal_actions.add_parser("resolve", help="a reviewer's outcome of an appeal, once")
+    resolve.add_argument("appeal_id", metavar="APPEAL_ID", help="the id `appeals submit` printed")
+    resolve.add_argument("--outcome", required=True, choices=("upheld", "reversed"))
+    resolve.add_argument("--reviewer", required=True, help="who decided")
+    resolve.add_argument("--note", default="", help="why (at most 2,000 characters)")
+    for action in (submit, resolve):
+        action.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
+        add_admin_arguments(action)
     banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
     banks.add_argument("--store", type=Path, default=Path(os.environ.get("AUDITMESH_BANKS_PATH") or "var/banks.sqlite"),
                        help="the bank store the match service reads (config/match.yaml match.banks_path; default: env "
@@ -289,29 +305,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         return labels(args)
     if args.command == "banks":
         return banks(args)
-    if args.command == "reasons":
-        return statement_of_reasons(args)
+    if args.command in ("reasons", "appeals"):
+        return decision_command(args)
     return moderate(args)
 
 
-def statement_of_reasons(args: argparse.Namespace) -> int:
-    """`auditmesh reasons AUDIT_ID --tenant T`: print the statement as JSON, or the refusal (exit 1; 2 without a key)."""
+def decision_command(args: argparse.Namespace) -> int:
+    """`auditmesh reasons` and `auditmesh appeals submit|resolve`: one PolicyAdmin call, its answer printed as
+    JSON, or the refusal (exit 1; exit 2 without an admin key)."""
     from auditmesh.v1 import admin_pb2 as apb
     from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
+    name = " ".join(filter(None, [args.command, getattr(args, "action", "")]))
     if not args.admin_key:
-        print("auditmesh reasons: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key allowed for the tenant)",
+        print(f"auditmesh {name}: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key allowed for the tenant)",
               file=sys.stderr)
         return 2
     with blocking_channel(args.admin, tls_from(args), []) as channel:
+        stub = apb_grpc.PolicyAdminStub(channel)
+        metadata = [("x-admin-key", args.admin_key)]
         try:
-            statement = apb_grpc.PolicyAdminStub(channel).GetStatementOfReasons(
-                apb.GetStatementOfReasonsRequest(tenant=args.tenant, audit_id=args.audit_id),
-                metadata=[("x-admin-key", args.admin_key)], timeout=30.0)
+            if args.command == "reasons":
+                answer: Any = stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(
+                    tenant=args.tenant, audit_id=args.audit_id), metadata=metadata, timeout=30.0)
+            elif args.action == "submit":
+                answer = stub.SubmitAppeal(apb.SubmitAppealRequest(tenant=args.tenant, audit_id=args.audit_id,
+                                                                   appellant=args.appellant, statement=args.statement),
+                                           metadata=metadata, timeout=30.0)
+            else:
+                answer = stub.ResolveAppeal(apb.ResolveAppealRequest(tenant=args.tenant, appeal_id=args.appeal_id,
+                                                                     outcome=args.outcome, reviewer=args.reviewer,
+                                                                     note=args.note), metadata=metadata, timeout=30.0)
         except grpc.RpcError as error:
-            print(f"auditmesh reasons: {error.code().name}: {error.details()}", file=sys.stderr)
+            print(f"auditmesh {name}: {error.code().name}: {error.details()}", file=sys.stderr)
             return 1
-    print(json.dumps(MessageToDict(statement, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
+    print(json.dumps(MessageToDict(answer, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
                      indent=1, ensure_ascii=False))
     return 0
 

@@ -29,11 +29,12 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from services.common.errors import AlreadyExistsError, ConflictError, LimitExceededError
+from services.common.errors import AlreadyExistsError, ConflictError, FailedPreconditionError, LimitExceededError
 from services.launcher import ROOT, free_base_port
 from services.router.config import load_router_config
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_postgres import PostgresAuditLog
+from services.router.control.appeals import new_appeal, resolve
 from services.router.control.label_store import Label
 from services.router.control.labels_postgres import PostgresLabelStore
 from services.router.control.reviews_postgres import PostgresReviewQueue
@@ -371,8 +372,29 @@ def test_review_tasks_from_every_replica_are_leased_once(dsn: str) -> None:
     assert replicas[1].leased("acme", leased[0]) == set(leased[0])
     assert replicas[0].ack("acme", everything) == 40 and replicas[1].pending("acme") == 0
     assert replicas[1].ack("acme", ["globex-99"]) == 0 and replicas[0].pending("globex") == 1  # never another tenant's
+    # an appeal's task has its own id beside the decision's own task (services/router/control/appeals.py)
+    replicas[0].offer(record("globex", 99, now), "appeal", "appeal:x1")
+    assert replicas[0].flush() == 1 and replicas[1].pending("globex") == 2
+    assert {(t.task_id, t.reason) for t in replicas[1].lease("globex", limit=5, visibility_s=60)} == {
+        ("globex-99", "review"), ("appeal:x1", "appeal")}
     for queue in replicas:
         queue.close()
+
+
+def test_appeals_are_shared_by_replicas_and_resolved_once(dsn: str) -> None:
+    first, second = PostgresLabelStore(dsn), PostgresLabelStore(dsn)
+    decision = record("acme", 7, time.time())
+    appeal = new_appeal("acme", decision, appellant="user-81", statement="a quote, not my words", now=1000.0)
+    first.add_appeal(appeal)
+    assert second.get_appeal("acme", appeal.appeal_id) == appeal and second.get_appeal("globex", appeal.appeal_id) is None
+    assert second.appeals_of("acme", decision.audit_id) == [appeal] and second.appeals_of("globex", decision.audit_id) == []
+    upheld = resolve(appeal, "upheld", reviewer="rev-7", note="", now=1100.0)
+    second.save_resolution(upheld)
+    with pytest.raises(FailedPreconditionError, match="already resolved \\(upheld by rev-7\\)"):
+        first.save_resolution(resolve(appeal, "reversed", reviewer="rev-8", note="", now=1200.0))  # a stale read
+    assert first.get_appeal("acme", appeal.appeal_id) == upheld
+    first.close()
+    second.close()
 
 
 def test_review_tasks_wait_out_a_postgresql_outage() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, AsyncIterator, Callable, TypeVar
 
 import grpc
@@ -24,6 +25,7 @@ from services.common.errors import (FailedPreconditionError, InvalidRequestError
 from services.common.status import call_status
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
+from services.router.control.appeals import APPEAL_TASK_PREFIX, Appeal, appeal_task_id, check_appeal_id, new_appeal, resolve
 from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
@@ -250,9 +252,10 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
                         out = [task_id for task_id in out if task_id in live]
                     room = window - len(out)
                     tasks = await asyncio.to_thread(queue.lease, request.tenant, limit=room, visibility_s=visibility) if room else []
+                    appeals = await asyncio.to_thread(self._appeals_of_tasks, request.tenant, tasks)
                     for task in tasks:
                         out.append(task.task_id)
-                        yield review_task_message(task)
+                        yield review_task_message(task, appeals.get(task.task_id))
                     if len(tasks) < room or not room:
                         await asyncio.sleep(self.poll_s)
             finally:
@@ -278,9 +281,59 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             if record is None:
                 raise NotFoundError(f"audit_id: no decision {request.audit_id!r} of tenant {request.tenant!r} is kept "
                                     f"(another tenant's, never made, or past the audit log's retention)")
-            label = self.labels.get(request.tenant, record.item_id) if self.labels is not None else None
-            return statement_of_reasons(record, label)
+            if self.labels is None:
+                return statement_of_reasons(record, None)
+            return statement_of_reasons(record, self.labels.get(request.tenant, record.item_id),
+                                        appeals=tuple(self.labels.appeals_of(request.tenant, record.audit_id)))
         return statement_message(await self._run(context, request.tenant, work))
+
+    async def SubmitAppeal(self, request: apb.SubmitAppealRequest, context: grpc.aio.ServicerContext) -> apb.Appeal:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; appeals are stored one tenant at a time")
+        if not request.audit_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "audit_id: required; the id of the decision appealed")
+
+        def work(key: AdminKey) -> Appeal:
+            store, queue = self._label_store(), self._review_queue()
+            record = self.audit.get(request.tenant, request.audit_id)
+            if record is None:
+                raise NotFoundError(f"audit_id: no decision {request.audit_id!r} of tenant {request.tenant!r} is kept "
+                                    f"(another tenant's, never made, or past the audit log's retention)")
+            appeal = new_appeal(request.tenant, record, appellant=request.appellant, statement=request.statement,
+                                now=time.time())
+            store.add_appeal(appeal)
+            queue.offer(record, "appeal", appeal_task_id(appeal.appeal_id))
+            log.info("appeal %s of decision %s (tenant %s) submitted by admin key %s", appeal.appeal_id, record.audit_id,
+                     request.tenant, key.name)
+            return appeal
+        return appeal_message(await self._run(context, request.tenant, work))
+
+    async def ResolveAppeal(self, request: apb.ResolveAppealRequest, context: grpc.aio.ServicerContext) -> apb.Appeal:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; appeals are resolved one tenant at a time")
+
+        def work(key: AdminKey) -> Appeal:
+            check_appeal_id(request.appeal_id)
+            store = self._label_store()
+            appeal = store.get_appeal(request.tenant, request.appeal_id)
+            if appeal is None:
+                raise NotFoundError(f"appeal_id: no appeal {request.appeal_id!r} of tenant {request.tenant!r}")
+            resolved = resolve(appeal, request.outcome, reviewer=request.reviewer, note=request.note, now=time.time())
+            store.save_resolution(resolved)
+            log.info("appeal %s of decision %s (tenant %s) %s by %s", resolved.appeal_id, resolved.audit_id,
+                     request.tenant, resolved.status, resolved.reviewer)
+            return resolved
+        return appeal_message(await self._run(context, request.tenant, work))
+
+    def _appeals_of_tasks(self, tenant: str, tasks: list[ReviewTask]) -> dict[str, Appeal]:
+        """The appeals the appeal tasks among `tasks` are about, by task id (an appeal deleted since is left out)."""
+        found: dict[str, Appeal] = {}
+        for task in tasks:
+            if task.task_id.startswith(APPEAL_TASK_PREFIX) and self.labels is not None:
+                appeal = self.labels.get_appeal(tenant, task.task_id[len(APPEAL_TASK_PREFIX):])
+                if appeal is not None:
+                    found[task.task_id] = appeal
+        return found
 
     def _review_queue(self) -> ReviewTasks:
         if self.reviews is None:
@@ -354,10 +407,13 @@ def _fill_report(status: apb.CanaryStatus, report: CanaryReport) -> None:
         status.disagreements.add(category=category, count=count, example_item_ids=list(shadow.examples.get(category, ())))
 
 
-def review_task_message(task: ReviewTask) -> apb.ReviewTask:
-    """The proto form of a review task."""
-    return apb.ReviewTask(task_id=task.task_id, reason=task.reason, deliveries=task.deliveries,
-                          record=audit_message(task.record))
+def review_task_message(task: ReviewTask, appeal: Appeal | None = None) -> apb.ReviewTask:
+    """The proto form of a review task (with its appeal, for an appeal's task)."""
+    message = apb.ReviewTask(task_id=task.task_id, reason=task.reason, deliveries=task.deliveries,
+                             record=audit_message(task.record))
+    if appeal is not None:
+        message.appeal.CopyFrom(appeal_message(appeal))
+    return message
 
 
 def audit_message(record: AuditRecord) -> apb.AuditRecord:
@@ -390,4 +446,12 @@ def statement_message(statement: StatementOfReasons) -> apb.StatementOfReasons:
         models=[pb.ModelVersion(name=name, version=version) for name, version in statement.models],
         grounds=[category_message(c) for c in statement.grounds])
     message.facts.extend(evidence_message(evidence) for evidence in statement.facts)
+    message.appeals.extend(appeal_message(appeal) for appeal in statement.appeals)
     return message
+
+
+def appeal_message(appeal: Appeal) -> apb.Appeal:
+    """The proto form of an appeal."""
+    return apb.Appeal(appeal_id=appeal.appeal_id, tenant=appeal.tenant, audit_id=appeal.audit_id, item_id=appeal.item_id,
+                      appellant=appeal.appellant, statement=appeal.statement, submitted_at=appeal.submitted_at,
+                      status=appeal.status, reviewer=appeal.reviewer, note=appeal.note, resolved_at=appeal.resolved_at)

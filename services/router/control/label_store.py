@@ -31,11 +31,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
 
 from services.common.errors import InvalidRequestError, LimitExceededError
+from services.router.control.appeals import APPEAL_COLUMNS, MAX_APPEALS_PER_TENANT, Appeal, already_resolved, appeal_from_row, \
+    appeal_row
 from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
 __all__ = ["Label", "LabelRepository", "LabelStore", "MAX_DELETE", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted",
-           "check_delete", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
+           "check_appeal_room", "check_delete", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
@@ -55,7 +57,13 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS labels (
     tenant TEXT NOT NULL, item_id TEXT NOT NULL, text TEXT NOT NULL, labels TEXT NOT NULL,
     reviewer TEXT NOT NULL, labelled_at REAL NOT NULL, PRIMARY KEY (tenant, item_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS appeals (
+    appeal_id TEXT NOT NULL PRIMARY KEY, tenant TEXT NOT NULL, audit_id TEXT NOT NULL, item_id TEXT NOT NULL,
+    appellant TEXT NOT NULL, statement TEXT NOT NULL, submitted_at REAL NOT NULL, status TEXT NOT NULL,
+    reviewer TEXT NOT NULL, note TEXT NOT NULL, resolved_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS appeals_by_decision ON appeals (tenant, audit_id);
 """
+_APPEAL_SELECT = f"SELECT {', '.join(APPEAL_COLUMNS)} FROM appeals"
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,14 @@ class LabelRepository(Protocol):
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int: ...
 
+    def add_appeal(self, appeal: Appeal) -> None: ...
+
+    def get_appeal(self, tenant: str, appeal_id: str) -> Appeal | None: ...
+
+    def save_resolution(self, appeal: Appeal) -> None: ...
+
+    def appeals_of(self, tenant: str, audit_id: str) -> list[Appeal]: ...
+
     def close(self) -> None: ...
 
 
@@ -132,6 +148,12 @@ def check_page_limit(limit: int) -> None:
     """InvalidRequestError for a page size outside 1..MAX_PAGE."""
     if not 1 <= limit <= MAX_PAGE:
         raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
+
+
+def check_appeal_room(tenant: str, held: int) -> None:
+    """LimitExceededError when `tenant` already holds `MAX_APPEALS_PER_TENANT` appeals."""
+    if held >= MAX_APPEALS_PER_TENANT:
+        raise LimitExceededError(f"tenant {tenant!r} holds {held} appeals, the limit")
 
 
 def check_room(tenant: str, total: int, added: int, max_per_tenant: int) -> None:
@@ -222,6 +244,39 @@ class LabelStore:
         with self._lock, write_transaction(self._db):
             return sum(self._db.execute("DELETE FROM labels WHERE tenant = ? AND item_id = ?", (tenant, item_id)).rowcount
                        for item_id in dict.fromkeys(item_ids))
+
+    def add_appeal(self, appeal: Appeal) -> None:
+        """Store a new appeal (services/router/control/appeals.py); LimitExceededError when its tenant holds
+        `MAX_APPEALS_PER_TENANT`."""
+        with self._lock, write_transaction(self._db):
+            held = int(self._db.execute("SELECT COUNT(*) FROM appeals WHERE tenant = ?", (appeal.tenant,)).fetchone()[0])
+            check_appeal_room(appeal.tenant, held)
+            self._db.execute(f"INSERT INTO appeals ({', '.join(APPEAL_COLUMNS)}) VALUES ({', '.join('?' * len(APPEAL_COLUMNS))})",
+                             appeal_row(appeal))
+
+    def get_appeal(self, tenant: str, appeal_id: str) -> Appeal | None:
+        """`tenant`'s appeal `appeal_id`, or None (none, or another tenant's)."""
+        with self._lock:
+            row = self._db.execute(f"{_APPEAL_SELECT} WHERE tenant = ? AND appeal_id = ?", (tenant, appeal_id)).fetchone()
+        return appeal_from_row(row) if row else None
+
+    def save_resolution(self, appeal: Appeal) -> None:
+        """Record a resolved appeal's outcome, if it is still open (FailedPreconditionError when another call
+        resolved it first: the first outcome stands)."""
+        with self._lock, write_transaction(self._db):
+            changed = self._db.execute(
+                "UPDATE appeals SET status = ?, reviewer = ?, note = ?, resolved_at = ? WHERE tenant = ? AND appeal_id = ? "
+                "AND status = 'open'", (appeal.status, appeal.reviewer, appeal.note, appeal.resolved_at, appeal.tenant,
+                                        appeal.appeal_id)).rowcount
+        if not changed:
+            raise already_resolved(self.get_appeal(appeal.tenant, appeal.appeal_id) or appeal)
+
+    def appeals_of(self, tenant: str, audit_id: str) -> list[Appeal]:
+        """`tenant`'s appeals of decision `audit_id`, oldest first."""
+        with self._lock:
+            rows = self._db.execute(f"{_APPEAL_SELECT} WHERE tenant = ? AND audit_id = ? ORDER BY submitted_at, appeal_id",
+                                    (tenant, audit_id)).fetchall()
+        return [appeal_from_row(row) for row in rows]
 
     def count_locked(self, tenant: str) -> int:
         row = self._db.execute("SELECT COUNT(*) FROM labels WHERE tenant = ?", (tenant,)).fetchone()

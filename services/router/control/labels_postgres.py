@@ -19,13 +19,17 @@ import time
 import zlib
 from typing import Callable, Sequence
 
-from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_delete, check_items, check_page_limit,
-                                                 check_room, decode_token, labels_json, page_of)
+from services.router.control.appeals import APPEAL_COLUMNS, Appeal, already_resolved, appeal_from_row, appeal_row
+from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_appeal_room, check_delete, check_items,
+                                                 check_page_limit, check_room, decode_token, labels_json, page_of)
 from services.router.control.postgres import PgConnection
 from services.trainer.examples import MAX_EXAMPLES
 
 #: Serialises one tenant's submissions across replicas (the bound is per tenant): lock key = this + crc32(tenant).
 _TENANT_LOCK = 0x6C61_0000_0000
+#: The same for one tenant's appeals (their bound).
+_APPEAL_LOCK = 0x6170_0000_0000
+_APPEAL_SELECT = f"SELECT {', '.join(APPEAL_COLUMNS)} FROM appeals"
 
 
 class PostgresLabelStore:
@@ -88,6 +92,37 @@ class PostgresLabelStore:
         with self._db.transaction() as cursor:
             cursor.execute("DELETE FROM labels WHERE tenant = %s AND item_id = ANY(%s)", (tenant, list(dict.fromkeys(item_ids))))
             return int(cursor.rowcount)
+
+    def add_appeal(self, appeal: Appeal) -> None:
+        """Store a new appeal (see LabelStore.add_appeal)."""
+        with self._db.transaction() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEAL_LOCK + zlib.crc32(appeal.tenant.encode()),))
+            cursor.execute("SELECT count(*) FROM appeals WHERE tenant = %s", (appeal.tenant,))
+            row = cursor.fetchone()
+            check_appeal_room(appeal.tenant, int(row[0]) if row else 0)
+            cursor.execute(f"INSERT INTO appeals ({', '.join(APPEAL_COLUMNS)}) VALUES ({', '.join(['%s'] * len(APPEAL_COLUMNS))})",
+                           appeal_row(appeal))
+
+    def get_appeal(self, tenant: str, appeal_id: str) -> Appeal | None:
+        """`tenant`'s appeal `appeal_id`, or None."""
+        rows = self._db.fetch(f"{_APPEAL_SELECT} WHERE tenant = %s AND appeal_id = %s", (tenant, appeal_id))
+        return appeal_from_row(rows[0]) if rows else None
+
+    def save_resolution(self, appeal: Appeal) -> None:
+        """Record a resolved appeal's outcome if it is still open (see LabelStore.save_resolution)."""
+        with self._db.transaction() as cursor:
+            cursor.execute("UPDATE appeals SET status = %s, reviewer = %s, note = %s, resolved_at = %s WHERE tenant = %s "
+                           "AND appeal_id = %s AND status = 'open'", (appeal.status, appeal.reviewer, appeal.note,
+                                                                     appeal.resolved_at, appeal.tenant, appeal.appeal_id))
+            changed = cursor.rowcount
+        if not changed:
+            raise already_resolved(self.get_appeal(appeal.tenant, appeal.appeal_id) or appeal)
+
+    def appeals_of(self, tenant: str, audit_id: str) -> list[Appeal]:
+        """`tenant`'s appeals of decision `audit_id`, oldest first."""
+        rows = self._db.fetch(f"{_APPEAL_SELECT} WHERE tenant = %s AND audit_id = %s ORDER BY submitted_at, appeal_id",
+                              (tenant, audit_id))
+        return [appeal_from_row(row) for row in rows]
 
     def close(self) -> None:
         self._db.close()

@@ -115,6 +115,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX review_tasks_by_tenant ON review_tasks (tenant, lease_until, seq);
     CREATE INDEX review_tasks_by_age ON review_tasks (created);
     """,
+    # 3: appeals of decisions (services/router/control/appeals.py, labels_postgres.py).
+    """
+    CREATE TABLE appeals (
+        appeal_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, audit_id TEXT NOT NULL, item_id TEXT NOT NULL,
+        appellant TEXT NOT NULL, statement TEXT NOT NULL, submitted_at DOUBLE PRECISION NOT NULL, status TEXT NOT NULL,
+        reviewer TEXT NOT NULL, note TEXT NOT NULL, resolved_at DOUBLE PRECISION NOT NULL);
+    CREATE INDEX appeals_by_decision ON appeals (tenant, audit_id);
+    """,
 )
 
 

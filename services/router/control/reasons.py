@@ -13,7 +13,8 @@ redress open to them. A statement here carries each of those as data, for the pl
   matches; content only where the policy keeps it);
 - `automated_detection` is always true (the mesh detected); `automated_decision` is false once a reviewer's
   label of the item was submitted at or after the decision (`reviewed_by`, `reviewed_at` say whose and when);
-- `redress`: where the decision can be contested (`DEFAULT_REDRESS` unless the caller gives its own).
+- `redress`: where the decision can be contested (`DEFAULT_REDRESS` unless the caller gives its own), and
+  `appeals`: the decision's appeals, open or resolved (services/router/control/appeals.py).
 
 Example::
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.router.control.appeals import Appeal
 from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.label_store import Label
 from services.router.fusion import Evidence
@@ -57,12 +59,14 @@ class StatementOfReasons:
     reviewed_by: str
     reviewed_at: float
     redress: str
+    appeals: tuple[Appeal, ...] = ()
 
 
-def statement_of_reasons(record: AuditRecord, label: Label | None, *, redress: str = DEFAULT_REDRESS) -> StatementOfReasons:
+def statement_of_reasons(record: AuditRecord, label: Label | None, *, appeals: tuple[Appeal, ...] = (),
+                         redress: str = DEFAULT_REDRESS) -> StatementOfReasons:
     """The statement for `record`. `label` is the tenant's stored label of the record's item, if any: it
     counts as a person's review of this decision only when given at or after the decision (a label of an
-    earlier moderation of the same item id says nothing about this one)."""
+    earlier moderation of the same item id says nothing about this one). `appeals`: the decision's appeals."""
     reviewed = label is not None and label.labelled_at >= record.time
     return StatementOfReasons(
         audit_id=record.audit_id, item_id=record.item_id, decided_at=record.time, decision=record.decision,
@@ -71,4 +75,4 @@ def statement_of_reasons(record: AuditRecord, label: Label | None, *, redress: s
         grounds=tuple(c for c in record.categories if c.action != "allow"), facts=record.evidence,
         models=record.models, automated_detection=True, automated_decision=not reviewed,
         reviewed_by=label.reviewer if reviewed and label is not None else "",
-        reviewed_at=label.labelled_at if reviewed and label is not None else 0.0, redress=redress)
+        reviewed_at=label.labelled_at if reviewed and label is not None else 0.0, redress=redress, appeals=appeals)

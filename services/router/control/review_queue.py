@@ -50,7 +50,7 @@ from services.router.control.sqlite_wal import open_shared, write_transaction
 
 __all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "check_lease", "task_reason"]
 
-Reason = Literal["review", "shadow_disagreement", "sample_block", "sample_allow"]
+Reason = Literal["review", "shadow_disagreement", "sample_block", "sample_allow", "appeal"]
 #: Tasks a tenant may hold undelivered or unacked; beyond, new ones are dropped and counted.
 MAX_PENDING_PER_TENANT = 100_000
 #: Tasks waiting in memory for the next write at most.
@@ -126,7 +126,7 @@ class ReviewTasks(Protocol):
     @property
     def buffered(self) -> int: ...
 
-    def offer(self, record: AuditRecord, reason: str) -> None: ...
+    def offer(self, record: AuditRecord, reason: str, task_id: str = "") -> None: ...
 
     def flush(self) -> int: ...
 
@@ -167,19 +167,20 @@ class ReviewQueue:
         self._counter = threading.Lock()
         self._clock = clock
         self._last_prune = 0.0
-        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
+        self._buffer: collections.deque[tuple[AuditRecord, str, str]] = collections.deque()  # (record, reason, task id)
         self._max_buffer = max_buffer
         self._lock = threading.Lock()
         self._db = open_shared(path)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
 
-    def offer(self, record: AuditRecord, reason: str) -> None:
-        """Queue a task for the next write (dropped and counted when the buffer is full)."""
+    def offer(self, record: AuditRecord, reason: str, task_id: str = "") -> None:
+        """Queue a task for the next write (dropped and counted when the buffer is full). Its id is
+        `task_id`, by default the record's audit id (an appeal's task has its own: services/router/control/appeals.py)."""
         if len(self._buffer) >= self._max_buffer:
             self._drop(1)
             return
-        self._buffer.append((record, reason))
+        self._buffer.append((record, reason, task_id or record.audit_id))
 
     @property
     def dropped(self) -> int:
@@ -207,7 +208,7 @@ class ReviewQueue:
             try:
                 with write_transaction(self._db):
                     room: dict[str, int] = {}
-                    for record, reason in taken:
+                    for record, reason, task_id in taken:
                         tenant = record.tenant
                         if tenant not in room:
                             room[tenant] = self.max_pending - self._count(tenant)
@@ -217,7 +218,7 @@ class ReviewQueue:
                         text = json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
                         inserted = self._db.execute(
                             "INSERT OR IGNORE INTO tasks (task_id, tenant, created, reason, record) VALUES (?, ?, ?, ?, ?)",
-                            (record.audit_id, tenant, record.time, reason, text)).rowcount
+                            (task_id, tenant, record.time, reason, text)).rowcount
                         room[tenant] -= inserted
                         stored += inserted
             except Exception:

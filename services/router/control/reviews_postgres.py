@@ -50,7 +50,7 @@ class PostgresReviewQueue:
         self._dropped = 0
         self._clock = clock
         self._max_buffer = max_buffer
-        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
+        self._buffer: collections.deque[tuple[AuditRecord, str, str]] = collections.deque()  # (record, reason, task id)
         self._buffer_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._last_prune = 0.0
@@ -66,13 +66,14 @@ class PostgresReviewQueue:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def offer(self, record: AuditRecord, reason: str) -> None:
-        """Queue a task for the next write (the oldest buffered one is dropped and counted when full)."""
+    def offer(self, record: AuditRecord, reason: str, task_id: str = "") -> None:
+        """Queue a task for the next write (the oldest buffered one is dropped and counted when full); its id
+        is `task_id`, by default the record's audit id (see ReviewQueue.offer)."""
         with self._buffer_lock:
             if len(self._buffer) >= self._max_buffer:
                 self._buffer.popleft()
                 self._dropped += 1
-            self._buffer.append((record, reason))
+            self._buffer.append((record, reason, task_id or record.audit_id))
 
     def flush(self) -> int:
         """Write the buffered tasks in one transaction; returns how many were stored. A tenant at its bound
@@ -88,7 +89,7 @@ class PostgresReviewQueue:
             try:
                 with self._db.transaction() as cursor:
                     room: dict[str, int] = {}
-                    for record, reason in taken:
+                    for record, reason, task_id in taken:
                         tenant = record.tenant
                         if tenant not in room:
                             cursor.execute("SELECT count(*) FROM review_tasks WHERE tenant = %s", (tenant,))
@@ -99,7 +100,7 @@ class PostgresReviewQueue:
                             continue
                         cursor.execute("INSERT INTO review_tasks (task_id, tenant, created, reason, record) "
                                        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant, task_id) DO NOTHING",
-                                       (record.audit_id, tenant, record.time, reason, encode_record(record)))
+                                       (task_id, tenant, record.time, reason, encode_record(record)))
                         room[tenant] -= cursor.rowcount
                         stored += cursor.rowcount
             except psycopg.Error:

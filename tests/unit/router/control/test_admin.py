@@ -258,3 +258,66 @@ async def test_the_command_line_prints_a_statement_of_reasons(admin: AdminApi, c
     assert out["reviewed_by"] == "" and out["grounds"] and out["facts"]
     code = await asyncio.to_thread(main, ["reasons", "nope", "--tenant", "a", "--admin", admin.address, "--admin-key", SCOPED_KEY])
     assert code == 1 and "auditmesh reasons: NOT_FOUND: audit_id: no decision 'nope'" in capsys.readouterr().err
+
+
+async def test_an_appeal_becomes_a_task_is_resolved_once_and_shows_in_the_statement(admin: AdminApi) -> None:
+    from tests.unit.router.control.test_audit import record_for
+
+    stub, root, scoped = admin.stub, admin_key(ROOT_KEY), admin_key(SCOPED_KEY)
+    record, other = record_for("a", item="m-1", at=time.time() - 60), record_for("b", item="b-1", at=time.time() - 60)
+    admin.audit.append(record)
+    admin.audit.append(other)
+    appeal = await stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="a", audit_id=record.audit_id, appellant="user-81",
+                                                             statement="I quoted it to report it"), metadata=scoped)
+    assert (appeal.tenant, appeal.audit_id, appeal.item_id, appeal.status) == ("a", record.audit_id, "m-1", "open")
+    # it goes out as a review task of its own, with the appeal attached
+    admin.reviews.flush()
+    stream = stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="a", visibility_timeout_s=30), metadata=scoped)
+    task = await asyncio.wait_for(stream.read(), 5.0)
+    stream.cancel()
+    assert (task.task_id, task.reason, task.record.audit_id) == (f"appeal:{appeal.appeal_id}", "appeal", record.audit_id)
+    assert task.appeal == appeal
+    # resolved once; the statement of reasons lists it
+    done = await stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="a", appeal_id=appeal.appeal_id, outcome="reversed",
+                                                             reviewer="rev-7", note="counter-speech"), metadata=scoped)
+    assert (done.status, done.reviewer, done.note) == ("reversed", "rev-7", "counter-speech") and done.resolved_at > 0
+    again = stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="a", appeal_id=appeal.appeal_id, outcome="upheld",
+                                                        reviewer="rev-8"), metadata=scoped)
+    assert (await status_of(again))[0] == grpc.StatusCode.FAILED_PRECONDITION
+    statement = await stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=record.audit_id),
+                                                 metadata=scoped)
+    assert list(statement.appeals) == [done]
+    # tenant scope: a's key cannot appeal or resolve for b; a's id of b's decision is not found
+    for call in (stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="b", audit_id=other.audit_id, appellant="u"), metadata=scoped),
+                 stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="b", appeal_id=appeal.appeal_id, outcome="upheld",
+                                                             reviewer="r"), metadata=scoped)):
+        assert (await status_of(call))[0] == grpc.StatusCode.PERMISSION_DENIED
+    assert (await status_of(stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="a", audit_id=other.audit_id, appellant="u"),
+                                              metadata=root)))[0] == grpc.StatusCode.NOT_FOUND
+    assert (await status_of(stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="b", appeal_id=appeal.appeal_id,
+                                                                        outcome="upheld", reviewer="r"), metadata=root)))[0] == \
+        grpc.StatusCode.NOT_FOUND
+    assert await status_of(stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="a", audit_id=record.audit_id), metadata=root)) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "appellant: required")
+    assert await status_of(stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="a", appeal_id=appeal.appeal_id, outcome="maybe",
+                                                                       reviewer="r"), metadata=root)) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "outcome: 'maybe' is not one of upheld, reversed")
+
+
+async def test_the_command_line_submits_and_resolves_an_appeal(admin: AdminApi, capsys: pytest.CaptureFixture[str]) -> None:
+    from services.cli import main
+    from tests.unit.router.control.test_audit import record_for
+
+    record = record_for("a", item="m-1", at=time.time() - 60)
+    admin.audit.append(record)
+    common = ["--tenant", "a", "--admin", admin.address, "--admin-key", SCOPED_KEY]
+    code = await asyncio.to_thread(main, ["appeals", "submit", record.audit_id, "--appellant", "user-81",
+                                          "--statement", "a quote, not my words", *common])
+    appeal = json.loads(capsys.readouterr().out)
+    assert code == 0 and (appeal["audit_id"], appeal["status"], appeal["appellant"]) == (record.audit_id, "open", "user-81")
+    code = await asyncio.to_thread(main, ["appeals", "resolve", appeal["appeal_id"], "--outcome", "reversed",
+                                          "--reviewer", "rev-7", *common])
+    assert code == 0 and json.loads(capsys.readouterr().out)["status"] == "reversed"
+    code = await asyncio.to_thread(main, ["appeals", "resolve", appeal["appeal_id"], "--outcome", "upheld",
+                                          "--reviewer", "rev-8", *common])
+    assert code == 1 and "auditmesh appeals resolve: FAILED_PRECONDITION: appeal_id: appeal" in capsys.readouterr().err

@@ -52,6 +52,18 @@ def test_a_task_is_leased_then_delivered_again_unless_acked(tmp_path: Path) -> N
     assert tasks.ack("acme", [again[0].task_id]) == 1 and tasks.pending("acme") == 0
 
 
+def test_an_appeal_task_has_its_own_id_beside_the_decisions_task(tmp_path: Path) -> None:
+    tasks = queue(tmp_path, FakeClock(1000.0))
+    record = record_for("acme", item="m-1")
+    tasks.offer(record, "review")
+    tasks.offer(record, "appeal", "appeal:x1")
+    tasks.offer(record, "review")  # the same decision's own task again: one task, not two
+    assert tasks.flush() == 2 and tasks.pending("acme") == 2
+    leased = tasks.lease("acme", limit=5, visibility_s=30.0)
+    assert [(t.task_id, t.reason, t.record) for t in leased] == [(record.audit_id, "review", record),
+                                                                 ("appeal:x1", "appeal", record)]
+
+
 def test_a_tenant_never_leases_acks_or_counts_another_tenants_tasks(tmp_path: Path) -> None:
     clock = FakeClock(1000.0)
     tasks = queue(tmp_path, clock)
