@@ -140,9 +140,9 @@ class PolicyLifecycle:
             raise
 
     def record(self, selection: Selection, request_id: str, item_id: str, metadata: Mapping[str, str],
-               texts: Sequence[str], outcome: Outcome) -> None:
+               texts: Sequence[str], outcome: Outcome) -> str:
         """Append the decision's audit record, offer it as a review task when the tenant's `review_tasks` say so,
-        and count it for its canary."""
+        and count it for its canary; the record's id (the response carries it)."""
         verdict = outcome.verdict
         record = audit_record(AuditInput(selection.tenant.id, request_id, item_id, metadata, texts, selection.policy,
                                          verdict, outcome.models, selection.canary_arm, outcome.cached), now=time.time())
@@ -156,6 +156,7 @@ class PolicyLifecycle:
                 self.reviews.offer(record, reason)
         self._observed(selection, item_id, verdict.decision, actions,
                        (shadow.decision, {c.category: c.action for c in shadow.categories}) if shadow is not None else None)
+        return record.audit_id
 
     def _observed(self, selection: Selection, item_id: str, decision: str | None, actions: Mapping[str, str],
                   shadow: tuple[str, Mapping[str, str]] | None) -> None:

@@ -159,7 +159,8 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
                 self.admission.release(ticket)
         outcome.timings_ms["admission"] = admission_ms
         response = response_for(request_id, item.id, policy.name, policy.version, outcome, (time.monotonic() - started) * 1000)
-        self.lifecycle.record(selection, request_id, item.id, item.metadata, [p.text for p in valid.texts], outcome)
+        response.audit_id = self.lifecycle.record(selection, request_id, item.id, item.metadata,
+                                                  [p.text for p in valid.texts], outcome)
         return response, outcome
 
     def _refused(self, caller: Caller | None, error: BaseException) -> None:

@@ -90,6 +90,8 @@ def test_repeats_are_cached_per_tenant_and_a_policy_activation_invalidates(cache
             time.sleep(0.2)
         assert not records["first"].cached and records["second"].cached
         assert records["second"].audit_id != records["first"].audit_id
+        # each answer names its own decision's record, the cached one too
+        assert (first.audit_id, second.audit_id) == (records["first"].audit_id, records["second"].audit_id)
 
     samples = scrape(cached_router.metrics_port("router"))
     # second, respelled, after-again, and the one warm-up answered from the cache (the loop stops at the first)
