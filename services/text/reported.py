@@ -55,7 +55,9 @@ _OWN = re.compile(r"\w")
 
 
 def _quotations(text: str) -> list[tuple[int, int]]:
-    """Half-open spans of paired quotation marks, marks included, left to right, not nested."""
+    """Half-open spans of paired quotation marks, marks included, left to right, not nested. Not
+    `zh_context.quoted_spans` (what the context rules read): that one takes book titles 《》 and no straight
+    single quotes, and has no length bound."""
     spans: list[tuple[int, int]] = []
     position = 0
     while position < len(text):
