@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_arguments(deletes)
     reasons = commands.add_parser("reasons", help="a decision's statement of reasons (EU DSA Article 17) as JSON, "
                                   "from its audit record (PolicyAdmin GetStatementOfReasons)")
-    reasons.add_argument("audit_id", metavar="AUDIT_ID", help="the decision's audit record id (QueryAudit, review tasks)")
+    reasons.add_argument("audit_id", metavar="AUDIT_ID", help="the decision's audit record id (the moderation response's "
+                         "audit_id, QueryAudit, or a review task's record)")
     reasons.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
     add_admin_arguments(reasons)
     appeals = commands.add_parser("appeals", help="appeals of decisions (PolicyAdmin SubmitAppeal / ResolveAppeal)")

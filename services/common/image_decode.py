@@ -4,8 +4,8 @@ Defences: a byte-size limit checked before parsing; a format allow-list (JPEG, P
 the header; width, height and pixel-count limits checked from the header *before* any pixel is
 decoded (so a small file that declares a huge canvas, a decompression bomb, is rejected cheaply);
 Pillow's own bomb warning turned into an error; animated images (APNG, animated WebP) refused, frame
-count read from the header: only one frame would be moderated while a viewer sees them all, so a benign
-first frame would carry the rest through; transparency composited onto white (see `_flatten_alpha`);
+count read from the header (any PNG with an animation chunk): only one frame would be moderated while a
+viewer sees them all, so a benign first frame would carry the rest through; transparency composited onto white (see `_flatten_alpha`);
 EXIF orientation applied.
 """
 
@@ -60,6 +60,8 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHead
         with Image.open(io.BytesIO(data)) as image:
             fmt, (width, height) = image.format or "", image.size
             frames = int(getattr(image, "n_frames", 1))
+            # an APNG's frame count is one header field: one that says 1 over several frames is still animated
+            apng = getattr(image, "custom_mimetype", None) == "image/apng"
     except Image.DecompressionBombError as exc:  # Pillow's own guard trips first on absurd canvases
         raise ImageRejectedError(f"image declares too many pixels ({exc}); the limit is {limits.max_pixels}") from None
     except Exception as exc:  # Pillow raises many types for garbage input
@@ -70,8 +72,9 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHead
         raise ImageRejectedError(f"image is {width}x{height}; each side must be 1..{limits.max_side} pixels")
     if width * height > limits.max_pixels:
         raise ImageRejectedError(f"image has {width * height} pixels, over the limit of {limits.max_pixels}")
-    if frames > 1:
-        raise ImageRejectedError(f"image is animated ({fmt}, {frames} frames); animated images are not accepted: "
+    if frames > 1 or apng:
+        count = f"{frames} frames" if frames > 1 else "an animation chunk"
+        raise ImageRejectedError(f"image is animated ({fmt}, {count}); animated images are not accepted: "
                                  f"send each frame a viewer sees as its own image part")
     return ImageHeader(fmt, width, height)
 

@@ -320,8 +320,7 @@ def gated_hits(hits: Sequence[contract.LexiconHit]) -> tuple[contract.LexiconHit
 def unreported_hits(text: str, hits: Sequence[contract.LexiconHit], scores: np.ndarray) -> tuple[contract.LexiconHit, ...]:
     """`hits` of `text` less the Chinese hits (`hits.gate_reads`) wholly inside a quotation the text reports
     (services/text/reported.py) whose category the heads score below `CORROBORATED`: such a hit is treated as
-    unbacked (`hits.unbacked`: a phrase rule's hit dropped, a lexicon entry dropped unless a top-tier
-    slur, which stays at REVIEW). `scores` is the text's row of heads'
+    unbacked (`hits.unbacked`: a phrase rule's hit dropped, a lexicon entry kept at most REVIEW). `scores` is the text's row of heads'
     scores, in `contract.CATEGORIES` order.
 
     Example::
@@ -338,7 +337,7 @@ def unreported_hits(text: str, hits: Sequence[contract.LexiconHit], scores: np.n
         if not (gate_reads(hit) and in_reported_quotation(hit, spans)
                 and scores[contract.CATEGORIES.index(hit.category)] < CORROBORATED):
             kept.append(hit)
-        elif (demoted := unbacked(hit, rules_too=False)) is not None:
+        elif (demoted := unbacked(hit, rules_too=False, every_entry=True)) is not None:
             kept.append(demoted)
     return tuple(kept)
 

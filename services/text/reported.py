@@ -9,15 +9,17 @@ A quotation counts as reported here only when all of this holds, so that quotati
 way to pass a word:
 - it is a pair of quotation marks (“” ‘’ 「」 『』, or straight double or single quotes) at most
   `MAX_QUOTE_CHARS` characters apart;
-- the message has at least `MIN_OWN_CHARS` letters or digits of its own outside every quotation (a message
-  that is only a quotation says it);
-- a reporting cue stands next to it: a verb of saying, writing, calling or posting just before the opening
-  mark (说, 骂, 叫, 称, 写, 刷, 发, 贴, 问, 号召, 把 ... ; `REPORTED_BEFORE`), or a demonstrative that takes the
-  quotation as an object of talk just after the closing mark (这句话, 这种弹幕, 之类; `REPORTED_AFTER`).
+- the message has at least `MIN_OWN_CHARS` distinct letters or digits of its own outside every quotation
+  (a message that is only a quotation, or a quotation and 哈哈哈, says it);
+- a reporting cue stands next to it: a verb of saying, calling, writing or posting just before the opening
+  mark (说, 骂, 称, 写, 刷, 贴, 叫过, 号召 ... ; `REPORTED_BEFORE`) whose speaker is not the writer or a crowd
+  the writer rallies (我就说, 大家一起刷: `SPEAKER_NOT_REPORTED`), or a demonstrative that takes the quotation
+  as an object of talk just after the closing mark (这句话, 这种言论, 之类; `REPORTED_AFTER`).
 
-The text model (services/text/model.py) treats a Chinese hit wholly inside a reported quotation like any
-hit its model does not back (services/text/hits.py `unbacked`): it counts only where the heads give its
-category 0.5 or more; otherwise it is dropped, and a top-tier slur is kept at REVIEW.
+The text model (services/text/model.py `unreported_hits`) treats a Chinese hit wholly inside a reported
+quotation as one its model does not back unless the heads give its category 0.5 or more: a phrase rule's
+hit is dropped (the zh rules are patterns like "<group> 都是 ...", which quoting reproduces), and a listed
+word stays at most REVIEW (a listed word never goes through silently: services/text/hits.py).
 
 Example::
 
@@ -41,17 +43,29 @@ QUOTE_PAIRS = {"“": "”", "‘": "’", "「": "」", "『": "』", '"': '"',
 #: The longest quotation (marks included) read as a quoted phrase; a longer "pair" is most likely two
 #: unrelated marks.
 MAX_QUOTE_CHARS = 60
-#: Letters or digits the message must have outside every quotation to be reporting one.
+#: Distinct letters or digits the message must have outside every quotation to be reporting one (a run of
+#: 哈哈哈哈哈哈 is one).
 MIN_OWN_CHARS = 6
 _MARKS = "".join(sorted(set(QUOTE_PAIRS) | set(QUOTE_PAIRS.values())))
 #: Just before the opening mark (at most four other characters between the cue and the mark, none a
-#: sentence end or another mark): a verb of saying, writing, calling or posting, or 把 (把 "..." 挂在嘴边 /
-#: 说成), or a demonstrative naming a saying (那句 "...").
-REPORTED_BEFORE = re.compile(r"(?:说|讲|骂|喊|叫|称|问|写|刷|发|贴|号召|声称|宣称|扣|把|那句|这句|一句|所谓)"
+#: sentence end or another mark): a verb of saying, calling, writing or posting, or a demonstrative naming a
+#: saying (那句 "..."). Not single characters that begin everyday words (发现, 问题, 把握, 叫你).
+REPORTED_BEFORE = re.compile(r"(?:说|讲|骂|喊|称|写|刷|贴|叫过|叫做|叫成|号召|声称|宣称|扣|那句|这句|一句|所谓)"
                              rf"[^。！？!?\n{re.escape(_MARKS)}]{{0,4}}$")
-#: Just after the closing mark: the quotation taken as an object of talk.
-REPORTED_AFTER = re.compile(r"^[\s—\-，,]{0,3}(?:这|那)(?:句|种|类|些|话|个词|个说法)|^(?:之类|什么的|的帽子|挂在嘴边|被当成)")
+#: The writer (or a crowd the writer rallies) as the one who says it is not reporting: 我就说“...”,
+#: 大家一起刷“...” (我妈说“...” is: the mother says it). Looked for just before the cue.
+SPEAKER_NOT_REPORTED = re.compile(r"(?:我们?|咱们?|大家|一起|都来|快来|赶紧|给我)(?:就|也|要|想|都|还|再|来|先|只|一起|去)?$")
+#: Just after the closing mark: the quotation taken as an object of talk (这种话, 这句话, 之类), not as a
+#: label for people (“死胖子”这种人 is not reported).
+REPORTED_AFTER = re.compile(r"^[\s—\-，,]{0,3}(?:(?:这|那)(?:种|类|些)(?:话|说法|言论|弹幕|评论|论调|观点|词)|(?:这|那)(?:句|话|个词|个说法))"
+                            r"|^(?:之类|什么的|的帽子|挂在嘴边|被当成)")
 _OWN = re.compile(r"\w")
+
+
+def _reported_before(before: str) -> bool:
+    """Whether the text just before an opening mark reports a saying by someone other than the writer."""
+    cue = REPORTED_BEFORE.search(before)
+    return cue is not None and SPEAKER_NOT_REPORTED.search(before[:cue.start()]) is None
 
 
 def _quotations(text: str) -> list[tuple[int, int]]:
@@ -82,10 +96,10 @@ def reported_quotations(text: str) -> list[tuple[int, int]]:
         own.append(text[last:start])
         last = end
     own.append(text[last:])
-    if len(_OWN.findall("".join(own))) < MIN_OWN_CHARS:
+    if len(set(_OWN.findall("".join(own)))) < MIN_OWN_CHARS:
         return []
     return [(start, end) for start, end in spans
-            if REPORTED_BEFORE.search(text[max(0, start - 8):start]) or REPORTED_AFTER.search(text[end:end + 8])]
+            if _reported_before(text[max(0, start - 11):start]) or REPORTED_AFTER.search(text[end:end + 8])]
 
 
 def in_reported_quotation(hit: LexiconHit, spans: list[tuple[int, int]]) -> bool:

@@ -281,10 +281,8 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             if record is None:
                 raise NotFoundError(f"audit_id: no decision {request.audit_id!r} of tenant {request.tenant!r} is kept "
                                     f"(another tenant's, never made, or past the audit log's retention)")
-            if self.labels is None:
-                return statement_of_reasons(record, None)
-            return statement_of_reasons(record, self.labels.get(request.tenant, record.item_id),
-                                        appeals=tuple(self.labels.appeals_of(request.tenant, record.audit_id)))
+            appeals = tuple(self.labels.appeals_of(request.tenant, record.audit_id)) if self.labels is not None else ()
+            return statement_of_reasons(record, appeals=appeals)
         return statement_message(await self._run(context, request.tenant, work))
 
     async def SubmitAppeal(self, request: apb.SubmitAppealRequest, context: grpc.aio.ServicerContext) -> apb.Appeal:
@@ -301,9 +299,11 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
                                     f"(another tenant's, never made, or past the audit log's retention)")
             appeal = new_appeal(request.tenant, record, appellant=request.appellant, statement=request.statement,
                                 now=time.time())
+            # The task is written before the appeal is stored, and both before the answer: an appeal the caller
+            # was told about is never one no reviewer will see (a refused write answers an error instead).
+            queue.put(record, "appeal", appeal_task_id(appeal.appeal_id), appeal.submitted_at)
             store.add_appeal(appeal)
-            queue.offer(record, "appeal", appeal_task_id(appeal.appeal_id))
-            log.info("appeal %s of decision %s (tenant %s) submitted by admin key %s", appeal.appeal_id, record.audit_id,
+            log.info("appeal %s of decision %s (tenant %s) submitted by admin key %r", appeal.appeal_id, record.audit_id,
                      request.tenant, key.name)
             return appeal
         return appeal_message(await self._run(context, request.tenant, work))
@@ -320,7 +320,9 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
                 raise NotFoundError(f"appeal_id: no appeal {request.appeal_id!r} of tenant {request.tenant!r}")
             resolved = resolve(appeal, request.outcome, reviewer=request.reviewer, note=request.note, now=time.time())
             store.save_resolution(resolved)
-            log.info("appeal %s of decision %s (tenant %s) %s by %s", resolved.appeal_id, resolved.audit_id,
+            if self.reviews is not None:  # its task is done: no reviewer is handed it again
+                self.reviews.ack(request.tenant, [appeal_task_id(resolved.appeal_id)])
+            log.info("appeal %s of decision %s (tenant %s) %s by %r", resolved.appeal_id, resolved.audit_id,
                      request.tenant, resolved.status, resolved.reviewer)
             return resolved
         return appeal_message(await self._run(context, request.tenant, work))
@@ -442,7 +444,7 @@ def statement_message(statement: StatementOfReasons) -> apb.StatementOfReasons:
         decision=DECISIONS[statement.decision], restriction=statement.restriction, policy_name=statement.policy_name,
         policy_version=statement.policy_version, automated_detection=statement.automated_detection,
         automated_decision=statement.automated_decision, reviewed_by=statement.reviewed_by,
-        reviewed_at=statement.reviewed_at, redress=statement.redress,
+        reviewed_at=statement.reviewed_at, redress=statement.redress, degraded=statement.degraded,
         models=[pb.ModelVersion(name=name, version=version) for name, version in statement.models],
         grounds=[category_message(c) for c in statement.grounds])
     message.facts.extend(evidence_message(evidence) for evidence in statement.facts)

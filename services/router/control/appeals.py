@@ -25,7 +25,7 @@ from services.common.errors import FailedPreconditionError, InvalidRequestError
 from services.router.control.audit import AuditRecord
 
 __all__ = ["APPEAL_COLUMNS", "APPEAL_TASK_PREFIX", "MAX_APPEALS_PER_TENANT", "MAX_NOTE_CHARS", "MAX_STATEMENT_CHARS",
-           "OUTCOMES", "Appeal", "already_resolved", "appeal_from_row", "appeal_row", "appeal_task_id", "check_appeal_id",
+           "MAX_APPEALS_PER_DECISION", "OUTCOMES", "Appeal", "already_resolved", "appeal_from_row", "appeal_row", "appeal_task_id", "check_appeal_id",
            "new_appeal", "resolve"]
 
 #: What a reviewer may decide of an appeal.
@@ -35,6 +35,8 @@ MAX_NOTE_CHARS = 2000
 MAX_ID_CHARS = 128
 #: Appeals a tenant may hold (open and resolved); beyond, SubmitAppeal is refused (RESOURCE_EXHAUSTED).
 MAX_APPEALS_PER_TENANT = 1_000_000
+#: Appeals one decision may have (open and resolved): a statement of reasons lists them all.
+MAX_APPEALS_PER_DECISION = 10
 #: An appeal's review task id: this + the appeal id.
 APPEAL_TASK_PREFIX = "appeal:"
 
@@ -56,20 +58,25 @@ class Appeal:
     resolved_at: float = 0.0
 
 
-def _printable(field: str, value: str, limit: int, *, required: bool = False) -> None:
+def _printable(field: str, value: str, limit: int, *, required: bool = False, lines: bool = False) -> str:
+    """`value` checked (InvalidRequestError naming `field`): an id is one line of printable characters;
+    with `lines`, a text may hold line breaks and tabs (Windows line breaks become \\n)."""
+    if lines:
+        value = value.replace("\r\n", "\n")
     if required and not value.strip():
         raise InvalidRequestError(f"{field}: required")
     if len(value) > limit:
         raise InvalidRequestError(f"{field}: {len(value)} characters, at most {limit}")
-    if not value.replace("\n", " ").isprintable():
-        raise InvalidRequestError(f"{field}: printable characters only")
+    if not (value.replace("\n", " ").replace("\t", " ") if lines else value).isprintable():
+        raise InvalidRequestError(f"{field}: printable characters only" + ("" if lines else " on one line"))
+    return value
 
 
 def new_appeal(tenant: str, record: AuditRecord, *, appellant: str, statement: str, now: float) -> Appeal:
     """A new open appeal of `record` (the decision, already found for `tenant`). InvalidRequestError naming
     the field for an appellant or statement that cannot be stored."""
     _printable("appellant", appellant, MAX_ID_CHARS, required=True)
-    _printable("statement", statement, MAX_STATEMENT_CHARS)
+    statement = _printable("statement", statement, MAX_STATEMENT_CHARS, lines=True)
     return Appeal(uuid.uuid4().hex, tenant, record.audit_id, record.item_id, appellant, statement, now)
 
 
@@ -79,7 +86,7 @@ def resolve(appeal: Appeal, outcome: str, *, reviewer: str, note: str, now: floa
     if outcome not in OUTCOMES:
         raise InvalidRequestError(f"outcome: {outcome!r} is not one of {', '.join(OUTCOMES)}")
     _printable("reviewer", reviewer, MAX_ID_CHARS, required=True)
-    _printable("note", note, MAX_NOTE_CHARS)
+    note = _printable("note", note, MAX_NOTE_CHARS, lines=True)
     if appeal.status != "open":
         raise already_resolved(appeal)
     return replace(appeal, status=outcome, reviewer=reviewer, note=note, resolved_at=now)

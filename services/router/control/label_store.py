@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
 
 from services.common.errors import InvalidRequestError, LimitExceededError
-from services.router.control.appeals import APPEAL_COLUMNS, MAX_APPEALS_PER_TENANT, Appeal, already_resolved, appeal_from_row, \
+from services.router.control.appeals import APPEAL_COLUMNS, MAX_APPEALS_PER_DECISION, MAX_APPEALS_PER_TENANT, Appeal, already_resolved, appeal_from_row, \
     appeal_row
 from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
@@ -121,8 +121,6 @@ class LabelRepository(Protocol):
 
     def count(self, tenant: str) -> int: ...
 
-    def get(self, tenant: str, item_id: str) -> Label | None: ...
-
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int: ...
 
     def add_appeal(self, appeal: Appeal) -> None: ...
@@ -150,10 +148,14 @@ def check_page_limit(limit: int) -> None:
         raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
 
 
-def check_appeal_room(tenant: str, held: int) -> None:
-    """LimitExceededError when `tenant` already holds `MAX_APPEALS_PER_TENANT` appeals."""
+def check_appeal_room(appeal: Appeal, held: int, of_decision: int) -> None:
+    """LimitExceededError when `appeal`'s tenant already holds `MAX_APPEALS_PER_TENANT` appeals, or its
+    decision `MAX_APPEALS_PER_DECISION`."""
+    if of_decision >= MAX_APPEALS_PER_DECISION:
+        raise LimitExceededError(f"audit_id: decision {appeal.audit_id!r} has {of_decision} appeals, the most one decision "
+                                 f"may have; resolve them and answer the appellant instead")
     if held >= MAX_APPEALS_PER_TENANT:
-        raise LimitExceededError(f"tenant {tenant!r} holds {held} appeals, the limit")
+        raise LimitExceededError(f"tenant {appeal.tenant!r} holds {held} appeals, the limit")
 
 
 def check_room(tenant: str, total: int, added: int, max_per_tenant: int) -> None:
@@ -230,18 +232,14 @@ class LabelStore:
         with self._lock:
             return self.count_locked(tenant)
 
-    def get(self, tenant: str, item_id: str) -> Label | None:
-        """`tenant`'s label of `item_id`, or None."""
-        with self._lock:
-            row = self._db.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? "
-                                   "AND item_id = ?", (tenant, item_id)).fetchone()
-        return Label(row[0], row[1], json.loads(row[2]), row[3], float(row[4])) if row else None
-
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
-        """Delete `tenant`'s labels of `item_ids` (an erasure request, a label given by mistake), in one
-        transaction; how many there were. Another tenant's items of the same ids are untouched."""
+        """Delete `tenant`'s labels of `item_ids` (an erasure request, a label given by mistake), and the appeals
+        of those items, in one transaction; how many labels there were. Another tenant's items of the same ids
+        are untouched."""
         check_delete(item_ids)
         with self._lock, write_transaction(self._db):
+            for item_id in dict.fromkeys(item_ids):  # the items' appeals go too: they hold what a user wrote
+                self._db.execute("DELETE FROM appeals WHERE tenant = ? AND item_id = ?", (tenant, item_id))
             return sum(self._db.execute("DELETE FROM labels WHERE tenant = ? AND item_id = ?", (tenant, item_id)).rowcount
                        for item_id in dict.fromkeys(item_ids))
 
@@ -250,7 +248,9 @@ class LabelStore:
         `MAX_APPEALS_PER_TENANT`."""
         with self._lock, write_transaction(self._db):
             held = int(self._db.execute("SELECT COUNT(*) FROM appeals WHERE tenant = ?", (appeal.tenant,)).fetchone()[0])
-            check_appeal_room(appeal.tenant, held)
+            of_decision = int(self._db.execute("SELECT COUNT(*) FROM appeals WHERE tenant = ? AND audit_id = ?",
+                                               (appeal.tenant, appeal.audit_id)).fetchone()[0])
+            check_appeal_room(appeal, held, of_decision)
             self._db.execute(f"INSERT INTO appeals ({', '.join(APPEAL_COLUMNS)}) VALUES ({', '.join('?' * len(APPEAL_COLUMNS))})",
                              appeal_row(appeal))
 

@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
 from typing import Callable, Sequence
@@ -77,19 +76,12 @@ class PostgresLabelStore:
         rows = self._db.fetch("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
         return int(rows[0][0]) if rows else 0
 
-    def get(self, tenant: str, item_id: str) -> Label | None:
-        """`tenant`'s label of `item_id`, or None."""
-        rows = self._db.fetch("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
-                              "AND item_id = %s", (tenant, item_id))
-        if not rows:
-            return None
-        item, text, raw, reviewer, at = rows[0]
-        return Label(str(item), str(text), json.loads(str(raw)), str(reviewer), float(at))
-
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
-        """Delete `tenant`'s labels of `item_ids` in one transaction; how many there were (see LabelStore.delete)."""
+        """Delete `tenant`'s labels of `item_ids` and those items' appeals in one transaction; how many labels
+        there were (see LabelStore.delete)."""
         check_delete(item_ids)
         with self._db.transaction() as cursor:
+            cursor.execute("DELETE FROM appeals WHERE tenant = %s AND item_id = ANY(%s)", (tenant, list(dict.fromkeys(item_ids))))
             cursor.execute("DELETE FROM labels WHERE tenant = %s AND item_id = ANY(%s)", (tenant, list(dict.fromkeys(item_ids))))
             return int(cursor.rowcount)
 
@@ -97,9 +89,10 @@ class PostgresLabelStore:
         """Store a new appeal (see LabelStore.add_appeal)."""
         with self._db.transaction() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_APPEAL_LOCK + zlib.crc32(appeal.tenant.encode()),))
-            cursor.execute("SELECT count(*) FROM appeals WHERE tenant = %s", (appeal.tenant,))
+            cursor.execute("SELECT count(*), count(*) FILTER (WHERE audit_id = %s) FROM appeals WHERE tenant = %s",
+                           (appeal.audit_id, appeal.tenant))
             row = cursor.fetchone()
-            check_appeal_room(appeal.tenant, int(row[0]) if row else 0)
+            check_appeal_room(appeal, int(row[0]) if row else 0, int(row[1]) if row else 0)
             cursor.execute(f"INSERT INTO appeals ({', '.join(APPEAL_COLUMNS)}) VALUES ({', '.join(['%s'] * len(APPEAL_COLUMNS))})",
                            appeal_row(appeal))
 

@@ -1,6 +1,6 @@
 """The statement of reasons for one decision (EU Digital Services Act, Article 17), built from what the mesh
-already keeps: the decision's audit record and, where a reviewer labelled the item after it, that label
-(plain Python; the admin API's GetStatementOfReasons serves it).
+already keeps: the decision's audit record and its appeals (plain Python; the admin API's
+GetStatementOfReasons serves it).
 
 Article 17 asks a platform that restricts content to tell the person concerned: what was restricted and
 how; the facts and circumstances relied on; whether automated means were used, in detecting and in
@@ -11,14 +11,17 @@ redress open to them. A statement here carries each of those as data, for the pl
   that decided it; `policy_name` and `policy_version` name the policy (the tenant's terms);
 - `facts`: the evidence references of the audit record (spans, terms, OCR lines, image scores, bank
   matches; content only where the policy keeps it);
-- `automated_detection` is always true (the mesh detected); `automated_decision` is false once a reviewer's
-  label of the item was submitted at or after the decision (`reviewed_by`, `reviewed_at` say whose and when);
+- `automated_detection` is always true (the mesh detected; `degraded` says when a stage was skipped or failed,
+  so that the decision was taken without all its signals, e.g. a fail-closed REVIEW); `automated_decision`
+  is false once a reviewer resolved an appeal of this decision (`reviewed_by`, `reviewed_at`: the latest
+  such reviewer and time; the outcome is in `appeals`). A reviewer's label is not counted: labels belong to
+  an item, not to one decision, and their time is the caller's;
 - `redress`: where the decision can be contested (`DEFAULT_REDRESS` unless the caller gives its own), and
   `appeals`: the decision's appeals, open or resolved (services/router/control/appeals.py).
 
 Example::
 
-    statement = statement_of_reasons(record, label=None)
+    statement = statement_of_reasons(record)
     statement.restriction, statement.automated_decision   # ('removed', True)
 """
 
@@ -28,7 +31,6 @@ from dataclasses import dataclass
 
 from services.router.control.appeals import Appeal
 from services.router.control.audit import AuditCategory, AuditRecord
-from services.router.control.label_store import Label
 from services.router.fusion import Evidence
 
 __all__ = ["DEFAULT_REDRESS", "RESTRICTIONS", "StatementOfReasons", "statement_of_reasons"]
@@ -60,19 +62,20 @@ class StatementOfReasons:
     reviewed_at: float
     redress: str
     appeals: tuple[Appeal, ...] = ()
+    degraded: bool = False
 
 
-def statement_of_reasons(record: AuditRecord, label: Label | None, *, appeals: tuple[Appeal, ...] = (),
+def statement_of_reasons(record: AuditRecord, *, appeals: tuple[Appeal, ...] = (),
                          redress: str = DEFAULT_REDRESS) -> StatementOfReasons:
-    """The statement for `record`. `label` is the tenant's stored label of the record's item, if any: it
-    counts as a person's review of this decision only when given at or after the decision (a label of an
-    earlier moderation of the same item id says nothing about this one). `appeals`: the decision's appeals."""
-    reviewed = label is not None and label.labelled_at >= record.time
+    """The statement for `record`, with `appeals` (the decision's, oldest first; see the module docstring)."""
+    resolved = [appeal for appeal in appeals if appeal.status != "open"]
+    latest = max(resolved, key=lambda appeal: appeal.resolved_at) if resolved else None
     return StatementOfReasons(
         audit_id=record.audit_id, item_id=record.item_id, decided_at=record.time, decision=record.decision,
         restriction=RESTRICTIONS.get(record.decision, record.decision),
         policy_name=record.policy_name, policy_version=record.policy_version,
         grounds=tuple(c for c in record.categories if c.action != "allow"), facts=record.evidence,
-        models=record.models, automated_detection=True, automated_decision=not reviewed,
-        reviewed_by=label.reviewer if reviewed and label is not None else "",
-        reviewed_at=label.labelled_at if reviewed and label is not None else 0.0, redress=redress, appeals=appeals)
+        models=record.models, automated_detection=True, automated_decision=latest is None,
+        reviewed_by=latest.reviewer if latest is not None else "",
+        reviewed_at=latest.resolved_at if latest is not None else 0.0, redress=redress, appeals=appeals,
+        degraded=record.degraded)

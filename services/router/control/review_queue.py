@@ -5,8 +5,9 @@ docs/tenant-classifiers.md "Review tasks").
 
 A task is the decision's audit record (services/router/control/audit.py: categories and scores, evidence
 references, policy and model versions, time; no content unless the policy's `audit.include_content`), its
-`reason` and how many times it was delivered. Its id is the audit record's id, so a label or an appeal can
-name the decision it is about.
+`reason` and how many times it was delivered. Its id is the audit record's id; an appeal's task (reason
+"appeal", written at once by `put`) is `appeal:<appeal id>` (services/router/control/appeals.py), and its
+record is the decision appealed.
 
 Embedded store: one SQLite file (`lifecycle.review_tasks_path`; default `review_tasks.sqlite` beside the
 policy store), WAL, created 0600, shared by the router lanes of one host. Every statement names one tenant
@@ -43,12 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Protocol, Sequence
 
-from services.common.errors import InvalidRequestError
+from services.common.errors import InvalidRequestError, LimitExceededError
 from services.router.control.audit import AuditRecord
 from services.router.control.canary import canary_fraction
 from services.router.control.sqlite_wal import open_shared, write_transaction
 
-__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "check_lease", "task_reason"]
+__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "check_lease", "check_pending", "task_reason"]
 
 Reason = Literal["review", "shadow_disagreement", "sample_block", "sample_allow", "appeal"]
 #: Tasks a tenant may hold undelivered or unacked; beyond, new ones are dropped and counted.
@@ -126,7 +127,9 @@ class ReviewTasks(Protocol):
     @property
     def buffered(self) -> int: ...
 
-    def offer(self, record: AuditRecord, reason: str, task_id: str = "") -> None: ...
+    def offer(self, record: AuditRecord, reason: str) -> None: ...
+
+    def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None: ...
 
     def flush(self) -> int: ...
 
@@ -149,6 +152,12 @@ def check_lease(limit: int, visibility_s: float) -> None:
         raise InvalidRequestError(f"visibility_timeout_s: must be in (0, {MAX_VISIBILITY_S:g}], got {visibility_s}")
 
 
+def check_pending(tenant: str, pending: int, max_pending: int) -> None:
+    """LimitExceededError when `tenant` already holds `max_pending` tasks (`put`)."""
+    if pending >= max_pending:
+        raise LimitExceededError(f"tenant {tenant!r} holds {pending} review tasks unacked, the limit; ack some first")
+
+
 def check_ack(task_ids: Sequence[str]) -> list[str]:
     """The distinct ids of one ack (InvalidRequestError over MAX_LEASE)."""
     if len(task_ids) > MAX_LEASE:
@@ -167,20 +176,31 @@ class ReviewQueue:
         self._counter = threading.Lock()
         self._clock = clock
         self._last_prune = 0.0
-        self._buffer: collections.deque[tuple[AuditRecord, str, str]] = collections.deque()  # (record, reason, task id)
+        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
         self._max_buffer = max_buffer
         self._lock = threading.Lock()
         self._db = open_shared(path)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
 
-    def offer(self, record: AuditRecord, reason: str, task_id: str = "") -> None:
-        """Queue a task for the next write (dropped and counted when the buffer is full). Its id is
-        `task_id`, by default the record's audit id (an appeal's task has its own: services/router/control/appeals.py)."""
+    def offer(self, record: AuditRecord, reason: str) -> None:
+        """Queue a task for the next write (dropped and counted when the buffer is full)."""
         if len(self._buffer) >= self._max_buffer:
             self._drop(1)
             return
-        self._buffer.append((record, reason, task_id or record.audit_id))
+        self._buffer.append((record, reason))
+
+    def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
+        """Write one task now, under its own id and creation time (an appeal's: services/router/control/appeals.py),
+        or raise: LimitExceededError when the tenant holds `max_pending` tasks; a failed write raises as it is.
+        Writing the same id again changes nothing."""
+        text = json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
+        with self._lock, write_transaction(self._db):
+            if self._db.execute("SELECT 1 FROM tasks WHERE tenant = ? AND task_id = ?", (record.tenant, task_id)).fetchone():
+                return
+            check_pending(record.tenant, self._count(record.tenant), self.max_pending)
+            self._db.execute("INSERT OR IGNORE INTO tasks (task_id, tenant, created, reason, record) VALUES (?, ?, ?, ?, ?)",
+                             (task_id, record.tenant, created, reason, text))
 
     @property
     def dropped(self) -> int:
@@ -208,7 +228,7 @@ class ReviewQueue:
             try:
                 with write_transaction(self._db):
                     room: dict[str, int] = {}
-                    for record, reason, task_id in taken:
+                    for record, reason in taken:
                         tenant = record.tenant
                         if tenant not in room:
                             room[tenant] = self.max_pending - self._count(tenant)
@@ -218,7 +238,7 @@ class ReviewQueue:
                         text = json.dumps(record.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
                         inserted = self._db.execute(
                             "INSERT OR IGNORE INTO tasks (task_id, tenant, created, reason, record) VALUES (?, ?, ?, ?, ?)",
-                            (task_id, tenant, record.time, reason, text)).rowcount
+                            (record.audit_id, tenant, record.time, reason, text)).rowcount
                         room[tenant] -= inserted
                         stored += inserted
             except Exception:

@@ -31,7 +31,7 @@ import psycopg
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import encode_record
 from services.router.control.postgres import PgConnection
-from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask,
+from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, check_pending,
                                                   check_ack, check_lease)
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class PostgresReviewQueue:
         self._dropped = 0
         self._clock = clock
         self._max_buffer = max_buffer
-        self._buffer: collections.deque[tuple[AuditRecord, str, str]] = collections.deque()  # (record, reason, task id)
+        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
         self._buffer_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._last_prune = 0.0
@@ -66,14 +66,26 @@ class PostgresReviewQueue:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def offer(self, record: AuditRecord, reason: str, task_id: str = "") -> None:
-        """Queue a task for the next write (the oldest buffered one is dropped and counted when full); its id
-        is `task_id`, by default the record's audit id (see ReviewQueue.offer)."""
+    def offer(self, record: AuditRecord, reason: str) -> None:
+        """Queue a task for the next write (the oldest buffered one is dropped and counted when full)."""
         with self._buffer_lock:
             if len(self._buffer) >= self._max_buffer:
                 self._buffer.popleft()
                 self._dropped += 1
-            self._buffer.append((record, reason, task_id or record.audit_id))
+            self._buffer.append((record, reason))
+
+    def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
+        """Write one task now, under its own id and creation time, or raise (see ReviewQueue.put)."""
+        with self._db.transaction() as cursor:
+            cursor.execute("SELECT count(*), count(*) FILTER (WHERE task_id = %s) FROM review_tasks WHERE tenant = %s",
+                           (task_id, record.tenant))
+            row = cursor.fetchone()
+            if row and int(row[1]):
+                return
+            check_pending(record.tenant, int(row[0]) if row else 0, self.max_pending)
+            cursor.execute("INSERT INTO review_tasks (task_id, tenant, created, reason, record) VALUES (%s, %s, %s, %s, %s) "
+                           "ON CONFLICT (tenant, task_id) DO NOTHING",
+                           (task_id, record.tenant, created, reason, encode_record(record)))
 
     def flush(self) -> int:
         """Write the buffered tasks in one transaction; returns how many were stored. A tenant at its bound
@@ -89,7 +101,7 @@ class PostgresReviewQueue:
             try:
                 with self._db.transaction() as cursor:
                     room: dict[str, int] = {}
-                    for record, reason, task_id in taken:
+                    for record, reason in taken:
                         tenant = record.tenant
                         if tenant not in room:
                             cursor.execute("SELECT count(*) FROM review_tasks WHERE tenant = %s", (tenant,))
@@ -100,7 +112,7 @@ class PostgresReviewQueue:
                             continue
                         cursor.execute("INSERT INTO review_tasks (task_id, tenant, created, reason, record) "
                                        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant, task_id) DO NOTHING",
-                                       (task_id, tenant, record.time, reason, encode_record(record)))
+                                       (record.audit_id, tenant, record.time, reason, encode_record(record)))
                         room[tenant] -= cursor.rowcount
                         stored += cursor.rowcount
             except psycopg.Error:

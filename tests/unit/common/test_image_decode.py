@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 
 import numpy as np
 import pytest
@@ -46,6 +47,16 @@ def test_animated_images_are_refused_from_the_header(fmt: str) -> None:
             check(data)
     still = encode_image(frames[0], fmt, save_all=True)   # one frame, written by the same animation writer
     assert tuple(decode_rgb(still)[0, 0]) == (255, 255, 255)
+
+
+def test_an_apng_whose_header_claims_one_frame_over_three_is_refused() -> None:
+    frames = [Image.new("RGB", (16, 16), colour) for colour in ((255, 255, 255), (0, 0, 255), (255, 0, 0))]
+    data = bytearray(encode_image(frames[0], "PNG", save_all=True, append_images=frames[1:], duration=100, loop=0))
+    at = data.index(b"acTL")   # length (4) | type (4) | num_frames (4) | num_plays (4) | crc (4)
+    data[at + 4:at + 8] = (1).to_bytes(4, "big")
+    data[at + 12:at + 16] = zlib.crc32(bytes(data[at:at + 12])).to_bytes(4, "big")
+    with pytest.raises(ImageRejectedError, match="animated \\(PNG, an animation chunk\\)"):
+        inspect_image(bytes(data))
 
 
 @pytest.mark.parametrize("fmt", ["GIF", "BMP", "TIFF", "ICO"])

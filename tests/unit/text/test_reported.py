@@ -32,6 +32,12 @@ def test_quotation_marks_alone_are_not_reported_speech() -> None:
     # the message is the quotation, or nearly: fewer than six characters of its own
     assert reported_quotations("我说“你是傻逼”") == []
     assert reported_quotations("“你就是个废物”") == []
+    # the writer, or a crowd the writer rallies, saying it; a cue that only begins an everyday word; filler
+    # for words of one's own; a quotation used as a label for people
+    for said in ("我就说“你是傻逼”，怎么了吧，不服来战", "大家一起刷“外地人都滚出去”，刷屏走起来",
+                 "发现“你是傻逼”这件事以后我就不理他了", "他说“傻逼”哈哈哈哈哈哈哈哈", "“死胖子”这种人就该去死吧，看着就烦"):
+        assert reported_quotations(said) == [], said
+    assert reported_quotations("我妈说“你要是再熬夜就别回家了”，我只好早睡") != []   # the mother says it
     # two marks too far apart are not a pair
     far = "有人说“" + "这" * MAX_QUOTE_CHARS + "”，我不同意他的看法"
     assert reported_quotations(far) == []
@@ -46,8 +52,8 @@ def test_a_hit_counts_as_inside_only_when_it_lies_wholly_between_the_marks() -> 
     assert not in_reported_quotation(straddling, spans)
 
 
-def test_a_reported_hit_the_heads_do_not_back_is_dropped_and_a_top_tier_slur_stays_at_review() -> None:
-    text = '他在群里骂我"死胖子"还叫我"黑鬼"，我已经报警了，大家看到这种人也直接举报吧'
+def test_a_reported_listed_word_the_heads_do_not_back_stays_at_most_review() -> None:
+    text = '他在群里骂我"死胖子"，还骂我"黑鬼"，我已经报警了，大家看到这种人也直接举报吧'
     fat = text.index("死胖子")
     slur = text.index("黑鬼")
     insult = LexiconHit("harassment", "死胖子", 2, fat, fat + 3, "死胖子", "default")
@@ -55,7 +61,8 @@ def test_a_reported_hit_the_heads_do_not_back_is_dropped_and_a_top_tier_slur_sta
     own = LexiconHit("harassment", "这种人", 1, text.index("这种人"), text.index("这种人") + 3, "这种人", "default")
     english = LexiconHit("profanity", "fuck", 2, fat, fat + 3, "fuck", "default")   # not the gate's to read
     kept = unreported_hits(text, [insult, top_tier, own, english], NO_SCORES)
-    assert [(h.term, h.max_action) for h in kept] == [("黑鬼", "review"), ("这种人", None), ("fuck", None)]
+    assert [(h.term, h.max_action) for h in kept] == [("死胖子", "review"), ("黑鬼", "review"), ("这种人", None),
+                                                      ("fuck", None)]
 
 
 def test_a_reported_hit_counts_where_the_heads_back_its_category() -> None:
@@ -69,13 +76,13 @@ def test_a_reported_hit_counts_where_the_heads_back_its_category() -> None:
     assert unreported_hits(REPORTED, [hit], other) == ()
 
 
-def test_the_model_drops_reported_insults_and_slogans_and_keeps_them_said(text_model: TextModerationModel) -> None:
+def test_the_model_lets_reported_words_only_review_and_keeps_them_said(text_model: TextModerationModel) -> None:
     reported = ["评论区有人骂他“死胖子”，这种人身攻击真的没必要，大家理性讨论",
                 "小时候总被同学叫“四眼”“废物”，现在想起来还是挺难受的",
                 "我同事总说“你们河南人都是骗子”，我每次都怼回去"]
     said = ["今天的饭真难吃，老板你就是个“废物”，下次不来了", "你这个死胖子", "你们河南人都是骗子"]
     result = text_model.score([*reported, *said])
     for index, text in enumerate(reported):
-        assert result.analyses[index].hits == (), text
+        assert all(h.max_action == "review" and not h.source.startswith("rule:") for h in result.analyses[index].hits), text
     for index, text in enumerate(said, start=len(reported)):
         assert any(h.max_action is None for h in result.analyses[index].hits), text

@@ -213,7 +213,7 @@ async def test_review_tasks_stream_within_the_window_and_acks_free_it(admin: Adm
     assert admin.reviews.pending("b") == 1
 
 
-async def test_a_statement_of_reasons_is_read_one_tenant_at_a_time_and_names_a_persons_review(admin: AdminApi) -> None:
+async def test_a_statement_of_reasons_is_read_one_tenant_at_a_time(admin: AdminApi) -> None:
     from tests.unit.router.control.test_audit import record_for
 
     stub, root, scoped = admin.stub, admin_key(ROOT_KEY), admin_key(SCOPED_KEY)
@@ -227,7 +227,7 @@ async def test_a_statement_of_reasons_is_read_one_tenant_at_a_time_and_names_a_p
         record.audit_id, "m-1", pb.BLOCK, "removed")
     assert (statement.policy_name, statement.policy_version) == ("default", "7")
     assert [g.category for g in statement.grounds] == [c.category for c in record.categories if c.action != "allow"]
-    assert len(statement.facts) == len(record.evidence) and statement.redress
+    assert len(statement.facts) == len(record.evidence) and statement.redress and not statement.appeals
     assert statement.automated_detection and statement.automated_decision and not statement.reviewed_by
     # b's decision: out of the scoped key's reach, and not a's to read even with a global key
     refused = stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="b", audit_id=other.audit_id), metadata=scoped)
@@ -237,12 +237,12 @@ async def test_a_statement_of_reasons_is_read_one_tenant_at_a_time_and_names_a_p
     assert code == grpc.StatusCode.NOT_FOUND and message.startswith(f"audit_id: no decision {other.audit_id!r} of tenant 'a'")
     assert (await status_of(stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a"), metadata=root)))[0] == \
         grpc.StatusCode.INVALID_ARGUMENT
-    # a reviewer labels the item after the decision: the decision is now a person's
+    # a reviewer's label of the item is not a person's decision of this decision (labels belong to items)
     item = apb.LabelledItem(item_id="m-1", text="the item", labels={"hate": True}, reviewer="rev-7")
     await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[item]), metadata=scoped)
-    reviewed = await stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=record.audit_id),
+    labelled = await stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=record.audit_id),
                                                 metadata=scoped)
-    assert not reviewed.automated_decision and reviewed.reviewed_by == "rev-7" and reviewed.reviewed_at >= decided
+    assert labelled.automated_decision and not labelled.reviewed_by
 
 
 async def test_the_command_line_prints_a_statement_of_reasons(admin: AdminApi, capsys: pytest.CaptureFixture[str]) -> None:
@@ -270,8 +270,8 @@ async def test_an_appeal_becomes_a_task_is_resolved_once_and_shows_in_the_statem
     appeal = await stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="a", audit_id=record.audit_id, appellant="user-81",
                                                              statement="I quoted it to report it"), metadata=scoped)
     assert (appeal.tenant, appeal.audit_id, appeal.item_id, appeal.status) == ("a", record.audit_id, "m-1", "open")
-    # it goes out as a review task of its own, with the appeal attached
-    admin.reviews.flush()
+    # it went out as a review task of its own (written before the answer), with the appeal attached
+    assert admin.reviews.pending("a") == 1
     stream = stub.StreamReviewTasks(apb.StreamReviewTasksRequest(tenant="a", visibility_timeout_s=30), metadata=scoped)
     task = await asyncio.wait_for(stream.read(), 5.0)
     stream.cancel()
@@ -287,6 +287,8 @@ async def test_an_appeal_becomes_a_task_is_resolved_once_and_shows_in_the_statem
     statement = await stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=record.audit_id),
                                                  metadata=scoped)
     assert list(statement.appeals) == [done]
+    assert not statement.automated_decision and (statement.reviewed_by, statement.reviewed_at) == ("rev-7", done.resolved_at)
+    assert admin.reviews.pending("a") == 0  # the resolved appeal's task was acked
     # tenant scope: a's key cannot appeal or resolve for b; a's id of b's decision is not found
     for call in (stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="b", audit_id=other.audit_id, appellant="u"), metadata=scoped),
                  stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="b", appeal_id=appeal.appeal_id, outcome="upheld",

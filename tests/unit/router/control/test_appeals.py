@@ -29,7 +29,8 @@ def test_an_appeal_names_its_decision_and_is_resolved_once() -> None:
 
 @pytest.mark.parametrize("appellant, statement, message", [
     ("", "why", "appellant: required"),
-    ("u\x00", "why", "appellant: printable characters only"),
+    ("u\x00", "why", "appellant: printable characters only on one line"),
+    ("u-1\nforged log line", "why", "appellant: printable characters only on one line"),
     ("u-1", "x" * 5001, "statement: 5001 characters, at most 5000"),
 ])
 def test_a_bad_appeal_is_refused_naming_the_field(appellant: str, statement: str, message: str) -> None:
@@ -43,8 +44,12 @@ def test_a_bad_resolution_is_refused_naming_the_field() -> None:
         resolve(appeal, "overturned", reviewer="rev-7", note="", now=2.0)
     with pytest.raises(InvalidRequestError, match="reviewer: required"):
         resolve(appeal, "upheld", reviewer=" ", note="", now=2.0)
+    with pytest.raises(InvalidRequestError, match="reviewer: printable characters only on one line"):
+        resolve(appeal, "upheld", reviewer="rev-7\nrev-8", note="", now=2.0)
     with pytest.raises(InvalidRequestError, match="appeal_id: required"):
         check_appeal_id("")
+    windows = new_appeal("acme", record_for("acme"), appellant="u-1", statement="line one\r\nline two\tend", now=1.0)
+    assert windows.statement == "line one\nline two\tend"
 
 
 def test_appeals_are_stored_per_tenant_and_the_first_outcome_stands(tmp_path: Path) -> None:
@@ -77,3 +82,16 @@ def test_a_tenant_at_its_appeal_bound_is_refused(tmp_path: Path, monkeypatch: py
     with pytest.raises(LimitExceededError, match="holds 2 appeals, the limit"):
         store.add_appeal(new_appeal("acme", record, appellant="u-1", statement="", now=1.0))
     store.add_appeal(new_appeal("globex", record_for("globex"), appellant="u-1", statement="", now=1.0))  # its own bound
+
+
+def test_one_decision_takes_at_most_ten_appeals_and_erasing_an_item_erases_its_appeals(tmp_path: Path) -> None:
+    store = LabelStore(tmp_path / "labels.sqlite")
+    record = record_for("acme", item="m-1")
+    for _ in range(10):
+        store.add_appeal(new_appeal("acme", record, appellant="u-1", statement="again", now=1.0))
+    with pytest.raises(LimitExceededError, match="has 10 appeals, the most one decision may have"):
+        store.add_appeal(new_appeal("acme", record, appellant="u-2", statement="", now=2.0))
+    other = record_for("acme", item="m-2")
+    store.add_appeal(new_appeal("acme", other, appellant="u-2", statement="", now=2.0))
+    assert store.delete("acme", ["m-1"]) == 0  # no label of m-1, but its appeals hold what users wrote
+    assert store.appeals_of("acme", record.audit_id) == [] and len(store.appeals_of("acme", other.audit_id)) == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.errors import InvalidRequestError
+from services.common.errors import InvalidRequestError, LimitExceededError
 from services.router.control.review_queue import ReviewQueue, ReviewSampling, task_reason
 from tests.stubs import FakeClock
 from tests.unit.router.control.test_audit import record_for
@@ -52,16 +52,22 @@ def test_a_task_is_leased_then_delivered_again_unless_acked(tmp_path: Path) -> N
     assert tasks.ack("acme", [again[0].task_id]) == 1 and tasks.pending("acme") == 0
 
 
-def test_an_appeal_task_has_its_own_id_beside_the_decisions_task(tmp_path: Path) -> None:
-    tasks = queue(tmp_path, FakeClock(1000.0))
-    record = record_for("acme", item="m-1")
+def test_an_appeal_task_is_written_at_once_with_its_own_id_and_time_and_bounded(tmp_path: Path) -> None:
+    clock = FakeClock(1000.0)
+    tasks = queue(tmp_path, clock, max_pending=2, retention_s=100.0)
+    record = record_for("acme", item="m-1", at=950.0)
     tasks.offer(record, "review")
-    tasks.offer(record, "appeal", "appeal:x1")
-    tasks.offer(record, "review")  # the same decision's own task again: one task, not two
-    assert tasks.flush() == 2 and tasks.pending("acme") == 2
-    leased = tasks.lease("acme", limit=5, visibility_s=30.0)
-    assert [(t.task_id, t.reason, t.record) for t in leased] == [(record.audit_id, "review", record),
-                                                                 ("appeal:x1", "appeal", record)]
+    tasks.flush()
+    tasks.put(record, "appeal", "appeal:x1", 1000.0)   # written now, not at the next flush
+    tasks.put(record, "appeal", "appeal:x1", 1000.0)   # the same id again: no change
+    assert tasks.pending("acme") == 2
+    with pytest.raises(LimitExceededError, match="holds 2 review tasks unacked, the limit"):
+        tasks.put(record, "appeal", "appeal:x2", 1000.0)
+    clock.advance(60.0)  # the decision is past the retention, the appeal is not: only the decision's task goes
+    tasks.offer(record_for("globex"), "review")
+    tasks.flush()
+    assert [(t.task_id, t.reason, t.record) for t in tasks.lease("acme", limit=5, visibility_s=30.0)] == [
+        ("appeal:x1", "appeal", record)]
 
 
 def test_a_tenant_never_leases_acks_or_counts_another_tenants_tasks(tmp_path: Path) -> None:
