@@ -13,7 +13,8 @@ PROTOS := $(wildcard protos/auditmesh/v1/*.proto)
 ARTIFACTS := models
 # pytest-xdist processes for `make test`, `test-fast` and `test-slow`. Most of a test's time is spent waiting
 # on the service processes it starts, so four workers keep two cores busy (measured: 6.4 min against about
-# 11.5 min on one, 2,514 tests). Set TEST_WORKERS=0 to run in one process (pytest's own output order).
+# 11.5 min on one, 2,514 tests). Set TEST_WORKERS=0 to run in one process (pytest's own output order). Tests
+# marked `serial` (they measure capacity, bandwidth shares or waits under load) run afterwards, alone.
 TEST_WORKERS ?= 4
 
 .PHONY: help setup fonts system-deps bcc-venv venv train-deps triton-venv stubs models train run lint test test-fast test-slow accuracy clean
@@ -88,13 +89,15 @@ lint: setup ## strict mypy over services, tests, bench, ebpf and the client (aud
 	$(PY) -m mypy services tests bench ebpf auditmesh
 
 test: setup system-deps bcc-venv triton-venv train-deps lint ## the whole test suite (what CI runs): mypy, then pytest, slow tests included, on TEST_WORKERS processes
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m 'not serial'
+	$(PY) -m pytest -q -m serial
 
 test-fast: setup system-deps bcc-venv triton-venv train-deps ## the inner loop: every test not marked slow (no mypy)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m 'not slow'
 
 test-slow: setup system-deps bcc-venv triton-venv train-deps ## only the tests marked slow (chaos, mesh_bench smoke, Triton, iperf3 shares)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) -m slow
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m 'slow and not serial'
+	$(PY) -m pytest -q -m 'slow and serial'
 
 accuracy: setup ## decision quality JSON per profile on the corpus test split (bench/quality.py), with the old held-out table
 	$(PY) -m bench.quality

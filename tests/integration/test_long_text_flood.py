@@ -32,7 +32,8 @@ from tests.stubs import KEY_A, KEY_B, KEY_CHAT, item
 
 PARAGRAPH = ("We spent the weekend repainting the kitchen and the hallway. The blue came out lighter than the "
              "sample card, which we ended up liking more. Next month we will redo the bathroom tiles as well. ")
-pytestmark = pytest.mark.slow
+# Serial: it bounds another tenant's wait behind a flood, which other tests' load would skew (`make test` runs it alone).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 THREAT = "I know where you live and I am going to come over tonight and kill you."
 

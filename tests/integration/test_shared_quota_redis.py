@@ -163,6 +163,7 @@ def wait_serving(port: int, process: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # it bounds admissions per 1 s window, which other tests' load would skew
 async def test_two_router_processes_share_one_quota(tmp_path: Path, redis_url: str) -> None:
     (tmp_path / "tenants.yaml").write_text(TENANTS)
     base = free_base_port(3)

@@ -16,7 +16,8 @@ from ebpf.plan import Plan, PortRule
 from ebpf.qos_config import load_plan
 
 # Slow (iperf3 runs of seconds each in network namespaces): `make test` and `make test-slow` run it, `make test-fast` skips it.
-pytestmark = pytest.mark.slow
+# Serial: it measures bandwidth shares, which other tests' load would skew (`make test` runs it after the rest, alone).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 RATE_BPS = 20_000_000
 SECONDS = 4
