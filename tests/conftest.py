@@ -2,8 +2,8 @@
 
 Starting the five service processes (text, vision, OCR, a router per lane) costs tens of seconds and
 loads every model; both suites test the same shipped configuration, so they share one mesh started on
-first use and stopped at the end of the run (`make test` runs pytest-xdist workers: one mesh per worker
-that runs such a test). Its tenants file holds both suites' tenants (disjoint ids
+first use and stopped at the end of the run (with pytest-xdist workers, `make test TEST_WORKERS=4`: one mesh
+per worker that runs such a test). Its tenants file holds both suites' tenants (disjoint ids
 and keys). Tests that need a differently configured mesh (a dead upstream, a side router, a fresh one
 to measure shedding) start their own.
 """

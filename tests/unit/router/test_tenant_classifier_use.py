@@ -224,6 +224,7 @@ async def test_any_classifier_error_leaves_the_text_models_verdict_and_reports_i
     assert "a bug" not in verdict.degradations[0].reason  # an unexpected error's message is not passed on
 
 
+@pytest.mark.serial  # it bounds the wait to 0.2 s past a deadline, which other workers' load would skew
 async def test_a_slow_classifier_gets_half_the_remaining_time_and_never_the_items_deadline() -> None:
     seen: list[float] = []
 
