@@ -32,6 +32,10 @@ from services.router.admission import Quota
 from services.router.control.review_queue import ReviewSampling
 
 
+#: The longest redress text a tenant may give its statements of reasons.
+MAX_REDRESS_CHARS = 2000
+
+
 @dataclass(frozen=True)
 class TenantDeadlines:
     """Override the router's deadlines for this tenant (0 = use the router's)."""
@@ -66,6 +70,9 @@ class Tenant:
     degrade: tuple[str, ...] = ()
     #: Which decisions become review tasks (services/router/control/review_queue.py).
     review_tasks: ReviewSampling = field(default_factory=ReviewSampling)
+    #: Where the tenant's users can contest a decision, as its statements of reasons say it (at most
+    #: `MAX_REDRESS_CHARS`; "" = services/router/control/reasons.py DEFAULT_REDRESS).
+    redress: str = ""
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.replace("-", "").replace("_", "").isalnum():
@@ -80,6 +87,9 @@ class Tenant:
         unknown = [stage for stage in self.degrade if stage not in SKIPPABLE_STAGES]
         if unknown:
             raise ValueError(f"degrade: {unknown[0]!r} cannot be skipped; choose from {list(SKIPPABLE_STAGES)}")
+        if len(self.redress) > MAX_REDRESS_CHARS or not self.redress.replace("\n", " ").isprintable():
+            raise ValueError(f"redress: at most {MAX_REDRESS_CHARS} printable characters (line breaks allowed), "
+                             f"got {len(self.redress)}")
 
     def resolve_policy(self, requested: str) -> str:
         """The policy name to use for a request; raises PermissionDeniedError for a policy not allowed."""

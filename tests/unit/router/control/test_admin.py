@@ -323,3 +323,30 @@ async def test_the_command_line_submits_and_resolves_an_appeal(admin: AdminApi, 
     code = await asyncio.to_thread(main, ["appeals", "resolve", appeal["appeal_id"], "--outcome", "upheld",
                                           "--reviewer", "rev-8", *common])
     assert code == 1 and "auditmesh appeals resolve: FAILED_PRECONDITION: appeal_id: appeal" in capsys.readouterr().err
+
+
+async def test_a_statement_names_the_tenants_own_redress(admin: AdminApi) -> None:
+    import yaml
+
+    from tests.unit.router.control.test_audit import record_for
+
+    root = admin_key(ROOT_KEY)
+    current = yaml.safe_load((await admin.stub.GetVersion(apb.GetVersionRequest(kind=apb.TENANTS), metadata=root)).content)
+    next(t for t in current["tenants"] if t["id"] == "a")["redress"] = "Appeal in the app: Settings > My content > Appeal"
+    current["version"] = "with-redress"
+    await admin.stub.PutVersion(apb.PutVersionRequest(kind=apb.TENANTS, content=yaml.safe_dump(current), activate=True),
+                                metadata=root)
+    mine, theirs = record_for("a", at=time.time() - 60), record_for("b", at=time.time() - 60)
+    admin.audit.append(mine)
+    admin.audit.append(theirs)
+    own = await admin.stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=mine.audit_id),
+                                                 metadata=root)
+    other = await admin.stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="b", audit_id=theirs.audit_id),
+                                                   metadata=root)
+    assert own.redress == "Appeal in the app: Settings > My content > Appeal"
+    assert other.redress.startswith("internal complaint handling")  # b gave none: the default
+    current["tenants"][0]["redress"] = "x" * 2001
+    current["version"] = "too-long"
+    refused = admin.stub.PutVersion(apb.PutVersionRequest(kind=apb.TENANTS, content=yaml.safe_dump(current)), metadata=root)
+    code, message = await status_of(refused)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "redress: at most 2000 printable characters" in message
