@@ -30,7 +30,7 @@ from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
 from services.router.control.label_store import DEFAULT_PAGE, Label, LabelRepository, Submitted
-from services.router.control.reasons import DEFAULT_REDRESS, StatementOfReasons, statement_of_reasons
+from services.router.control.reasons import StatementOfReasons, statement_of_reasons
 from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewTask, ReviewTasks
 from services.router.control.control import PolicyControl
 from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
@@ -283,7 +283,7 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
                                     f"(another tenant's, never made, or past the audit log's retention)")
             appeals = tuple(self.labels.appeals_of(request.tenant, record.audit_id)) if self.labels is not None else ()
             tenant = self.control.runtime.snapshot.tenants.tenants.get(request.tenant)
-            return statement_of_reasons(record, appeals=appeals, redress=(tenant.redress if tenant else "") or DEFAULT_REDRESS)
+            return statement_of_reasons(record, appeals=appeals, redress=tenant.redress if tenant else "")
         return statement_message(await self._run(context, request.tenant, work))
 
     async def SubmitAppeal(self, request: apb.SubmitAppealRequest, context: grpc.aio.ServicerContext) -> apb.Appeal:

@@ -21,11 +21,11 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from services.common.errors import FailedPreconditionError, InvalidRequestError
+from services.common.errors import FailedPreconditionError, InvalidRequestError, LimitExceededError
 from services.router.control.audit import AuditRecord
 
 __all__ = ["APPEAL_COLUMNS", "APPEAL_TASK_PREFIX", "MAX_APPEALS_PER_TENANT", "MAX_NOTE_CHARS", "MAX_STATEMENT_CHARS",
-           "MAX_APPEALS_PER_DECISION", "OUTCOMES", "Appeal", "already_resolved", "appeal_from_row", "appeal_row", "appeal_task_id", "check_appeal_id",
+           "MAX_APPEALS_PER_DECISION", "OUTCOMES", "Appeal", "already_resolved", "appeal_from_row", "appeal_row", "appeal_task_id", "check_appeal_id", "check_appeal_room",
            "new_appeal", "resolve"]
 
 #: What a reviewer may decide of an appeal.
@@ -113,6 +113,16 @@ def appeal_from_row(row: Sequence[object]) -> Appeal:
     """An appeal from a row of `APPEAL_COLUMNS`."""
     return Appeal(str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]), str(row[5]), float(str(row[6])),
                   str(row[7]), str(row[8]), str(row[9]), float(str(row[10])))
+
+
+def check_appeal_room(appeal: Appeal, held: int, of_decision: int) -> None:
+    """LimitExceededError when `appeal`'s tenant already holds `MAX_APPEALS_PER_TENANT` appeals, or its
+    decision `MAX_APPEALS_PER_DECISION`."""
+    if of_decision >= MAX_APPEALS_PER_DECISION:
+        raise LimitExceededError(f"audit_id: decision {appeal.audit_id!r} has {of_decision} appeals, the most one decision "
+                                 f"may have; resolve them and answer the appellant instead")
+    if held >= MAX_APPEALS_PER_TENANT:
+        raise LimitExceededError(f"tenant {appeal.tenant!r} holds {held} appeals, the limit")
 
 
 def check_appeal_id(appeal_id: str) -> None:

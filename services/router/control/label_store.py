@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
 
 from services.common.errors import InvalidRequestError, LimitExceededError
-from services.router.control.appeals import APPEAL_COLUMNS, MAX_APPEALS_PER_DECISION, MAX_APPEALS_PER_TENANT, Appeal, already_resolved, appeal_from_row, \
+from services.router.control.appeals import APPEAL_COLUMNS, Appeal, check_appeal_room, already_resolved, appeal_from_row, \
     appeal_row
 from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
 __all__ = ["Label", "LabelRepository", "LabelStore", "MAX_DELETE", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted",
-           "check_appeal_room", "check_delete", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
+           "check_delete", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
@@ -148,16 +148,6 @@ def check_page_limit(limit: int) -> None:
         raise InvalidRequestError(f"limit: must be 1..{MAX_PAGE}, got {limit}")
 
 
-def check_appeal_room(appeal: Appeal, held: int, of_decision: int) -> None:
-    """LimitExceededError when `appeal`'s tenant already holds `MAX_APPEALS_PER_TENANT` appeals, or its
-    decision `MAX_APPEALS_PER_DECISION`."""
-    if of_decision >= MAX_APPEALS_PER_DECISION:
-        raise LimitExceededError(f"audit_id: decision {appeal.audit_id!r} has {of_decision} appeals, the most one decision "
-                                 f"may have; resolve them and answer the appellant instead")
-    if held >= MAX_APPEALS_PER_TENANT:
-        raise LimitExceededError(f"tenant {appeal.tenant!r} holds {held} appeals, the limit")
-
-
 def check_room(tenant: str, total: int, added: int, max_per_tenant: int) -> None:
     """LimitExceededError when `added` new items would take `tenant` past its bound."""
     if total + added > max_per_tenant:
@@ -237,11 +227,12 @@ class LabelStore:
         of those items, in one transaction; how many labels there were. Another tenant's items of the same ids
         are untouched."""
         check_delete(item_ids)
+        unique = list(dict.fromkeys(item_ids))
         with self._lock, write_transaction(self._db):
-            for item_id in dict.fromkeys(item_ids):  # the items' appeals go too: they hold what a user wrote
-                self._db.execute("DELETE FROM appeals WHERE tenant = ? AND item_id = ?", (tenant, item_id))
+            # the items' appeals go too: they hold what a user wrote
+            self._db.executemany("DELETE FROM appeals WHERE tenant = ? AND item_id = ?", [(tenant, i) for i in unique])
             return sum(self._db.execute("DELETE FROM labels WHERE tenant = ? AND item_id = ?", (tenant, item_id)).rowcount
-                       for item_id in dict.fromkeys(item_ids))
+                       for item_id in unique)
 
     def add_appeal(self, appeal: Appeal) -> None:
         """Store a new appeal (services/router/control/appeals.py); LimitExceededError when its tenant holds

@@ -18,8 +18,8 @@ import time
 import zlib
 from typing import Callable, Sequence
 
-from services.router.control.appeals import APPEAL_COLUMNS, Appeal, already_resolved, appeal_from_row, appeal_row
-from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_appeal_room, check_delete, check_items,
+from services.router.control.appeals import APPEAL_COLUMNS, Appeal, already_resolved, appeal_from_row, appeal_row, check_appeal_room
+from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_delete, check_items,
                                                  check_page_limit, check_room, decode_token, labels_json, page_of)
 from services.router.control.postgres import PgConnection
 from services.trainer.examples import MAX_EXAMPLES
@@ -81,8 +81,9 @@ class PostgresLabelStore:
         there were (see LabelStore.delete)."""
         check_delete(item_ids)
         with self._db.transaction() as cursor:
-            cursor.execute("DELETE FROM appeals WHERE tenant = %s AND item_id = ANY(%s)", (tenant, list(dict.fromkeys(item_ids))))
-            cursor.execute("DELETE FROM labels WHERE tenant = %s AND item_id = ANY(%s)", (tenant, list(dict.fromkeys(item_ids))))
+            unique = list(dict.fromkeys(item_ids))
+            cursor.execute("DELETE FROM appeals WHERE tenant = %s AND item_id = ANY(%s)", (tenant, unique))
+            cursor.execute("DELETE FROM labels WHERE tenant = %s AND item_id = ANY(%s)", (tenant, unique))
             return int(cursor.rowcount)
 
     def add_appeal(self, appeal: Appeal) -> None:

@@ -65,9 +65,9 @@ class StatementOfReasons:
     degraded: bool = False
 
 
-def statement_of_reasons(record: AuditRecord, *, appeals: tuple[Appeal, ...] = (),
-                         redress: str = DEFAULT_REDRESS) -> StatementOfReasons:
-    """The statement for `record`, with `appeals` (the decision's, oldest first; see the module docstring)."""
+def statement_of_reasons(record: AuditRecord, *, appeals: tuple[Appeal, ...] = (), redress: str = "") -> StatementOfReasons:
+    """The statement for `record`, with `appeals` (the decision's, oldest first) and the tenant's `redress`
+    ("" = `DEFAULT_REDRESS`; see the module docstring)."""
     resolved = [appeal for appeal in appeals if appeal.status != "open"]
     latest = max(resolved, key=lambda appeal: appeal.resolved_at) if resolved else None
     return StatementOfReasons(
@@ -77,5 +77,5 @@ def statement_of_reasons(record: AuditRecord, *, appeals: tuple[Appeal, ...] = (
         grounds=tuple(c for c in record.categories if c.action != "allow"), facts=record.evidence,
         models=record.models, automated_detection=True, automated_decision=latest is None,
         reviewed_by=latest.reviewer if latest is not None else "",
-        reviewed_at=latest.resolved_at if latest is not None else 0.0, redress=redress, appeals=appeals,
+        reviewed_at=latest.resolved_at if latest is not None else 0.0, redress=redress or DEFAULT_REDRESS, appeals=appeals,
         degraded=record.degraded)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.common.errors import FailedPreconditionError, InvalidRequestError, LimitExceededError
-from services.router.control import label_store
+from services.router.control import appeals
 from services.router.control.appeals import appeal_task_id, check_appeal_id, new_appeal, resolve
 from services.router.control.label_store import LabelStore
 from tests.unit.router.control.test_audit import record_for
@@ -74,7 +74,7 @@ def test_appeals_are_stored_per_tenant_and_the_first_outcome_stands(tmp_path: Pa
 
 
 def test_a_tenant_at_its_appeal_bound_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(label_store, "MAX_APPEALS_PER_TENANT", 2)
+    monkeypatch.setattr(appeals, "MAX_APPEALS_PER_TENANT", 2)
     store = LabelStore(tmp_path / "labels.sqlite")
     record = record_for("acme")
     for _ in range(2):
