@@ -6,7 +6,7 @@
     auditmesh labels delete item-17 item-18 --tenant acme       # erase those items' labels
     auditmesh reasons AUDIT_ID --tenant acme   # a decision's statement of reasons (DSA Article 17) as JSON
     auditmesh appeals submit AUDIT_ID --tenant acme --appellant user-81 --statement "..."   # a user's appeal
-    auditmesh appeals resolve APPEAL_ID --tenant acme --outcome reversed --reviewer rev-7
+    auditmesh appeals resolve APPEAL_ID --tenant acme --outcome reversed --reviewer rev-7 --text "..."   # + a label
     auditmesh banks create spam_waves --shared --category spam   # known-content banks (services/match/)
     auditmesh banks add spam_waves --text "..." --image known.jpg
     auditmesh banks import spam_waves hashes.txt --format threatexchange   # or csv, hma_json; `banks export` too
@@ -142,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--outcome", required=True, choices=("upheld", "reversed"))
     resolve.add_argument("--reviewer", required=True, help="who decided")
     resolve.add_argument("--note", default="", help="why (at most 2,000 characters)")
+    resolve.add_argument("--text", default="", help="the item's text: the outcome is stored as the item's label for "
+                         "the tenant's classifiers (default: the text the audit record kept, if any; else no label)")
+    resolve.add_argument("--label", action="append", default=[], metavar="CATEGORY=1|0",
+                         help="the item's label for one category (repeat; needs text); default: each category the "
+                         "decision acted on, 1 when upheld, 0 when reversed")
     for action in (submit, resolve):
         action.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
         add_admin_arguments(action)
@@ -334,15 +339,31 @@ def decision_command(args: argparse.Namespace) -> int:
                                                                    appellant=args.appellant, statement=args.statement),
                                            metadata=metadata, timeout=30.0)
             else:
+                labels = parse_labels(args.label)
+                if labels is None:
+                    print(f"auditmesh {name}: --label takes CATEGORY=1 or CATEGORY=0, got {args.label}", file=sys.stderr)
+                    return 2
                 answer = stub.ResolveAppeal(apb.ResolveAppealRequest(tenant=args.tenant, appeal_id=args.appeal_id,
                                                                      outcome=args.outcome, reviewer=args.reviewer,
-                                                                     note=args.note), metadata=metadata, timeout=30.0)
+                                                                     note=args.note, text=args.text, labels=labels),
+                                            metadata=metadata, timeout=30.0)
         except grpc.RpcError as error:
             print(f"auditmesh {name}: {error.code().name}: {error.details()}", file=sys.stderr)
             return 1
     print(json.dumps(MessageToDict(answer, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
                      indent=1, ensure_ascii=False))
     return 0
+
+
+def parse_labels(values: list[str]) -> dict[str, bool] | None:
+    """`--label CATEGORY=1|0` values as a label map, or None when one is malformed."""
+    labels: dict[str, bool] = {}
+    for value in values:
+        category, sep, flag = value.partition("=")
+        if not sep or not category or flag not in ("1", "0"):
+            return None
+        labels[category] = flag == "1"
+    return labels
 
 
 def classifier(args: argparse.Namespace) -> int:

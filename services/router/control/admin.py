@@ -25,6 +25,7 @@ from services.common.errors import (FailedPreconditionError, InvalidRequestError
 from services.common.status import call_status
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
+from services.router.control.appeal_labels import resolution_label
 from services.router.control.appeals import APPEAL_TASK_PREFIX, Appeal, appeal_task_id, check_appeal_id, new_appeal, resolve
 from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
@@ -313,20 +314,33 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         if not request.tenant:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; appeals are resolved one tenant at a time")
 
-        def work(key: AdminKey) -> Appeal:
+        def work(key: AdminKey) -> tuple[Appeal, bool]:
             check_appeal_id(request.appeal_id)
             store = self._label_store()
             appeal = store.get_appeal(request.tenant, request.appeal_id)
             if appeal is None:
                 raise NotFoundError(f"appeal_id: no appeal {request.appeal_id!r} of tenant {request.tenant!r}")
             resolved = resolve(appeal, request.outcome, reviewer=request.reviewer, note=request.note, now=time.time())
+            # The label is checked before anything is stored, and stored after the resolution: two reviewers
+            # racing never leave the loser's label beside the winner's outcome.
+            label = resolution_label(resolved, self.audit.get(request.tenant, resolved.audit_id), text=request.text,
+                                     labels=dict(request.labels))
             store.save_resolution(resolved)
             if self.reviews is not None:  # its task is done: no reviewer is handed it again
                 self.reviews.ack(request.tenant, [appeal_task_id(resolved.appeal_id)])
             log.info("appeal %s of decision %s (tenant %s) %s by %r", resolved.appeal_id, resolved.audit_id,
                      request.tenant, resolved.status, resolved.reviewer)
-            return resolved
-        return appeal_message(await self._run(context, request.tenant, work))
+            if label is not None:
+                try:
+                    store.submit(request.tenant, [label])
+                except LimitExceededError as error:
+                    raise LimitExceededError(f"the appeal was resolved ({resolved.status}), but its label was not "
+                                             f"stored: {error}") from None
+            return resolved, label is not None
+        resolved, labelled = await self._run(context, request.tenant, work)
+        answer = appeal_message(resolved)
+        answer.labelled = labelled
+        return answer
 
     def _appeals_of_tasks(self, tenant: str, tasks: list[ReviewTask]) -> dict[str, Appeal]:
         """The appeals the appeal tasks among `tasks` are about, by task id (an appeal deleted since is left out)."""

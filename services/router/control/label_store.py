@@ -37,7 +37,7 @@ from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
 __all__ = ["Label", "LabelRepository", "LabelStore", "MAX_DELETE", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted",
-           "check_delete", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
+           "check_delete", "check_item", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
@@ -89,26 +89,30 @@ def check_items(items: Sequence[Label]) -> None:
     if len(items) > MAX_ITEMS_PER_CALL:
         raise InvalidRequestError(f"items: {len(items)} items, at most {MAX_ITEMS_PER_CALL} per call; split them")
     for index, item in enumerate(items):
-        where = f"items[{index}]"
-        if not 1 <= len(item.item_id) <= MAX_ID_CHARS or not item.item_id.isprintable():
-            raise InvalidRequestError(f"{where}.item_id: 1-{MAX_ID_CHARS} printable characters are required")
-        if not item.text.strip():
-            raise InvalidRequestError(f"{where}.text: the item's text is required")
-        if len(item.text) > MAX_TEXT_CHARS:
-            raise InvalidRequestError(f"{where}.text: {len(item.text)} characters, at most {MAX_TEXT_CHARS}")
-        if not 1 <= len(item.labels) <= MAX_CATEGORIES:
-            raise InvalidRequestError(f"{where}.labels: 1-{MAX_CATEGORIES} categories are required")
-        for category, value in item.labels.items():
-            try:
-                check_category(category)
-            except ExamplesError as error:
-                raise InvalidRequestError(f"{where}.labels.{category}: {error}") from None
-            if value not in (0, 1):
-                raise InvalidRequestError(f"{where}.labels.{category}: must be 1 or 0")
-        if len(item.reviewer) > MAX_ID_CHARS or not item.reviewer.isprintable():
-            raise InvalidRequestError(f"{where}.reviewer: at most {MAX_ID_CHARS} printable characters")
-        if not math.isfinite(item.labelled_at) or not 0 <= item.labelled_at <= MAX_TIME:
-            raise InvalidRequestError(f"{where}.labelled_at: seconds since the Unix epoch (0 = now), got {item.labelled_at}")
+        check_item(item, f"items[{index}].")
+
+
+def check_item(item: Label, where: str = "") -> None:
+    """InvalidRequestError naming `where` + the field (e.g. `items[3].text`) when `item` cannot be stored."""
+    if not 1 <= len(item.item_id) <= MAX_ID_CHARS or not item.item_id.isprintable():
+        raise InvalidRequestError(f"{where}item_id: 1-{MAX_ID_CHARS} printable characters are required")
+    if not item.text.strip():
+        raise InvalidRequestError(f"{where}text: the item's text is required")
+    if len(item.text) > MAX_TEXT_CHARS:
+        raise InvalidRequestError(f"{where}text: {len(item.text)} characters, at most {MAX_TEXT_CHARS}")
+    if not 1 <= len(item.labels) <= MAX_CATEGORIES:
+        raise InvalidRequestError(f"{where}labels: 1-{MAX_CATEGORIES} categories are required")
+    for category, value in item.labels.items():
+        try:
+            check_category(category)
+        except ExamplesError as error:
+            raise InvalidRequestError(f"{where}labels.{category}: {error}") from None
+        if value not in (0, 1):
+            raise InvalidRequestError(f"{where}labels.{category}: must be 1 or 0")
+    if len(item.reviewer) > MAX_ID_CHARS or not item.reviewer.isprintable():
+        raise InvalidRequestError(f"{where}reviewer: at most {MAX_ID_CHARS} printable characters")
+    if not math.isfinite(item.labelled_at) or not 0 <= item.labelled_at <= MAX_TIME:
+        raise InvalidRequestError(f"{where}labelled_at: seconds since the Unix epoch (0 = now), got {item.labelled_at}")
 
 
 class LabelRepository(Protocol):

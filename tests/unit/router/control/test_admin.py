@@ -16,7 +16,7 @@ from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import moderation_pb2 as pb
 
 from services.router.control.admin_auth import AdminKey
-from services.router.control.audit import AuditInput, audit_record
+from services.router.control.audit import AuditInput, AuditRecord, audit_record
 from services.router.fusion import Verdict
 from services.router.tenants import hash_key
 from tests.stubs import AdminApi, admin_api, admin_key, policy_yaml, status_of
@@ -323,6 +323,58 @@ async def test_the_command_line_submits_and_resolves_an_appeal(admin: AdminApi, 
     code = await asyncio.to_thread(main, ["appeals", "resolve", appeal["appeal_id"], "--outcome", "upheld",
                                           "--reviewer", "rev-8", *common])
     assert code == 1 and "auditmesh appeals resolve: FAILED_PRECONDITION: appeal_id: appeal" in capsys.readouterr().err
+
+
+async def test_a_resolved_appeal_with_the_items_text_becomes_its_label(admin: AdminApi,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from services.cli import main
+    from tests.unit.router.control.test_audit import record_for
+
+    stub, scoped = admin.stub, admin_key(SCOPED_KEY)
+    first, second = record_for("a", item="m-1", at=time.time() - 60), record_for("a", item="m-2", at=time.time() - 60)
+    for record in (first, second):
+        admin.audit.append(record)
+
+    async def appeal_of(record: AuditRecord) -> apb.Appeal:
+        return await stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="a", audit_id=record.audit_id, appellant="u-1"),
+                                       metadata=scoped)
+
+    appeal = await appeal_of(first)
+    # a label that cannot be stored refuses the call before anything is stored: the appeal stays open
+    bad = stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="a", appeal_id=appeal.appeal_id, outcome="reversed",
+                                                      reviewer="rev-7", text="a quote", labels={"nudity": True}),
+                             metadata=scoped)
+    assert await status_of(bad) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                    "labels.nudity: unknown category 'nudity': use one of harassment, hate, violence, "
+                                    "self_harm, sexual, profanity, spam or custom.<name> (lower-case letters, digits, "
+                                    "underscores)")
+    done = await stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="a", appeal_id=appeal.appeal_id, outcome="reversed",
+                                                             reviewer="rev-7", text="he called me a total idiot, look"),
+                                    metadata=scoped)
+    assert done.status == "reversed" and done.labelled
+    # the command line: named labels, and the outcome's label read back with the reviewer and time
+    common = ["--tenant", "a", "--admin", admin.address, "--admin-key", SCOPED_KEY]
+    other = await appeal_of(second)
+    code = await asyncio.to_thread(main, ["appeals", "resolve", other.appeal_id, "--outcome", "upheld", "--reviewer",
+                                          "rev-8", "--text", "you are a total idiot", "--label", "profanity=1",
+                                          "--label", "harassment=1", *common])
+    assert code == 0 and json.loads(capsys.readouterr().out)["labelled"] is True
+    code = await asyncio.to_thread(main, ["appeals", "resolve", other.appeal_id, "--outcome", "upheld", "--reviewer",
+                                          "rev-8", "--label", "profanity", *common])
+    assert code == 2 and "--label takes CATEGORY=1 or CATEGORY=0" in capsys.readouterr().err
+    exported = await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=scoped)
+    assert {(i.item_id, i.text, tuple(sorted(i.labels.items())), i.reviewer, i.labelled_at) for i in exported.items} == {
+        ("m-1", "he called me a total idiot, look", (("profanity", False),), "rev-7", done.resolved_at),
+        ("m-2", "you are a total idiot", (("harassment", True), ("profanity", True)), "rev-8",
+         (await stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="a", audit_id=second.audit_id),
+                                           metadata=scoped)).reviewed_at)}
+    # without text (and no content kept) the outcome is stored, and no label
+    third = record_for("a", item="m-3", at=time.time() - 60)
+    admin.audit.append(third)
+    plain = await stub.ResolveAppeal(apb.ResolveAppealRequest(tenant="a", appeal_id=(await appeal_of(third)).appeal_id,
+                                                              outcome="reversed", reviewer="rev-7"), metadata=scoped)
+    assert plain.status == "reversed" and not plain.labelled
+    assert (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=scoped)).items == exported.items
 
 
 async def test_a_statement_names_the_tenants_own_redress(admin: AdminApi) -> None:
