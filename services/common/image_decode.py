@@ -3,10 +3,12 @@
 Defences: a byte-size limit checked before parsing; a format allow-list (JPEG, PNG, WebP) read from
 the header; width, height and pixel-count limits checked from the header *before* any pixel is
 decoded (so a small file that declares a huge canvas, a decompression bomb, is rejected cheaply);
-Pillow's own bomb warning turned into an error; animated images (APNG, animated WebP) refused, frame
-count read from the header (any PNG with an animation chunk): only one frame would be moderated while a
-viewer sees them all, so a benign first frame would carry the rest through; transparency composited onto white (see `_flatten_alpha`);
-EXIF orientation applied.
+Pillow's own bomb warning turned into an error; animated images (GIF, APNG, animated WebP) refused by
+default, frame count read from the header (any PNG with an animation chunk): only one frame would be
+moderated while a viewer sees them all, so a benign first frame would carry the rest through. The router
+accepts them (`animated=True`) and sends a sample of their frames on as still images
+(services/router/frames.py); the modality services judge stills only. Transparency composited onto white
+(see `flatten_alpha`); EXIF orientation applied.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from PIL import Image, ImageOps
 from services.common.errors import ImageRejectedError
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP")
+#: Accepted only where animations are (`inspect_image(..., animated=True)`): the router's request parts.
+ANIMATED_FORMATS = ("GIF",)
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,16 @@ class ImageHeader:
     format: str
     width: int
     height: int
+    #: Frames the header declares (1 for a still image).
+    frames: int = 1
+    #: An animation (more than one frame, or a PNG with an animation chunk), or a GIF: not a still image
+    #: the modality services take as it is.
+    animated: bool = False
 
 
-def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHeader:
+def inspect_image(data: bytes, limits: ImageLimits = ImageLimits(), *, animated: bool = False) -> ImageHeader:
     """Check size, format and dimensions from the header only; raise ImageRejectedError if unacceptable.
+    An animation or a GIF is refused unless `animated` (then `ImageHeader.animated` says so).
 
     Example::
 
@@ -66,20 +76,22 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits()) -> ImageHead
         raise ImageRejectedError(f"image declares too many pixels ({exc}); the limit is {limits.max_pixels}") from None
     except Exception as exc:  # Pillow raises many types for garbage input
         raise ImageRejectedError(f"image could not be decoded: not a JPEG, PNG or WebP file ({type(exc).__name__})") from None
-    if fmt not in ALLOWED_FORMATS:
-        raise ImageRejectedError(f"image format {fmt or 'unknown'} is not accepted; send one of {', '.join(ALLOWED_FORMATS)}")
+    accepted = ALLOWED_FORMATS + (ANIMATED_FORMATS if animated else ())
+    if fmt not in accepted:
+        raise ImageRejectedError(f"image format {fmt or 'unknown'} is not accepted; send one of {', '.join(accepted)}")
     if width < 1 or height < 1 or width > limits.max_side or height > limits.max_side:
         raise ImageRejectedError(f"image is {width}x{height}; each side must be 1..{limits.max_side} pixels")
     if width * height > limits.max_pixels:
         raise ImageRejectedError(f"image has {width * height} pixels, over the limit of {limits.max_pixels}")
-    if frames > 1 or apng:
+    moving = frames > 1 or apng
+    if moving and not animated:
         count = f"{frames} frames" if frames > 1 else "an animation chunk"
-        raise ImageRejectedError(f"image is animated ({fmt}, {count}); animated images are not accepted: "
+        raise ImageRejectedError(f"image is animated ({fmt}, {count}); animated images are not accepted here: "
                                  f"send each frame a viewer sees as its own image part")
-    return ImageHeader(fmt, width, height)
+    return ImageHeader(fmt, width, height, max(frames, 1), moving or fmt in ANIMATED_FORMATS)
 
 
-def _flatten_alpha(image: Image.Image) -> Image.Image:
+def flatten_alpha(image: Image.Image) -> Image.Image:
     """RGB with any transparency composited onto white.
 
     Dropping the alpha channel instead would turn black text on a transparent background into black
@@ -112,7 +124,7 @@ def decode_image(data: bytes, limits: ImageLimits = ImageLimits()) -> tuple[Imag
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
-                rgb = _flatten_alpha(ImageOps.exif_transpose(image))  # phone photos: score them upright
+                rgb = flatten_alpha(ImageOps.exif_transpose(image))  # phone photos: score them upright
                 rgb.load()
     except ImageRejectedError:
         raise

@@ -112,6 +112,12 @@ class RequestLimits:
     max_image_bytes: int = 10 * 1024 * 1024
     max_image_side: int = 8192
     max_image_pixels: int = 40_000_000
+    #: Animated images (GIF, animated WebP, APNG; services/router/frames.py): at most this many frames, and
+    #: this many pixels over all frames (frames x width x height), else refused as a frame bomb; each is judged
+    #: on at most `frames_sampled` of its frames (the first, then the most different).
+    max_animation_frames: int = 1000
+    max_animation_pixels: int = 40_000_000
+    frames_sampled: int = 8
     #: Item.metadata (stored in the audit log with each decision): entries, and characters per key and value.
     max_metadata_entries: int = 32
     max_metadata_key_chars: int = 64

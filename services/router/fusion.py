@@ -172,6 +172,8 @@ class TextSpanEvidence:
     lexicon: str = ""
     ocr_line: int = -1
     score: float = 0.0
+    #: For an image part: its frame the evidence is from (0: a still image, or an animation's first frame).
+    frame: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,8 @@ class OcrLineEvidence:
     category: str
     part_index: int
     line: OcrLineFinding
+    #: For an image part: its frame the evidence is from (0: a still image, or an animation's first frame).
+    frame: int = 0
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,8 @@ class ImageScoreEvidence:
     part_index: int
     model: str
     scores: Mapping[str, float]
+    #: For an image part: its frame the evidence is from (0: a still image, or an animation's first frame).
+    frame: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,8 @@ class MatchEvidence:
     signal_type: str
     distance: int
     content_id: str
+    #: For an image part: its frame the evidence is from (0: a still image, or an animation's first frame).
+    frame: int = 0
 
 
 Evidence = TextSpanEvidence | OcrLineEvidence | ImageScoreEvidence | MatchEvidence

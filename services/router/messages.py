@@ -55,7 +55,7 @@ def _add_evidence(response: pb.ModerateResponse, verdict: Verdict) -> None:
 
 def evidence_message(evidence: Evidence) -> pb.Evidence:
     """The proto form of one piece of evidence (a response's, or an audit record's)."""
-    entry = pb.Evidence(category=evidence.category, part_index=evidence.part_index)
+    entry = pb.Evidence(category=evidence.category, part_index=evidence.part_index, frame_index=evidence.frame)
     if isinstance(evidence, TextSpanEvidence):
         entry.text_span.CopyFrom(pb.TextSpan(start=evidence.start, end=evidence.end, text=evidence.text,
                                              matched_term=evidence.matched_term, lexicon=evidence.lexicon,

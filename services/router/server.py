@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AsyncIterator, Sequence
 
 import grpc
@@ -34,6 +34,7 @@ from services.router.cached_pipeline import CachedPipeline
 from services.router.config import RouterConfig
 from services.router.control.runtime import Snapshot
 from services.router.deadlines import budget_s
+from services.router.frames import expand_animations, with_frames
 from services.router.lanes import LaneGate
 from services.router.messages import error_response, raw_parts, response_for
 from services.router.metrics import UNKNOWN, RouterMetrics
@@ -152,12 +153,19 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         admission_ms = (time.monotonic() - started) * 1000
         requester = Requester(tenant.id, caller.snapshot.tenants.priority(tenant), tenant.weight)
         try:
+            frames_started = time.monotonic()
+            # an animation becomes a sample of its still frames (decoded off the event loop, after admission)
+            valid, frames = await expand_animations(valid, self.config.limits, where)
+            frames_ms = (time.monotonic() - frames_started) * 1000
             with self.lifecycle.observing(selection, item.id):
                 outcome = await self.verdicts.run(selection, valid, deadline, requester, tenant.degrade)
         finally:
             if ticket is not None:
                 self.admission.release(ticket)
         outcome.timings_ms["admission"] = admission_ms
+        if frames:  # the evidence names each frame's part and frame number
+            outcome = replace(outcome, verdict=with_frames(outcome.verdict, frames),
+                              timings_ms={**outcome.timings_ms, "frames": frames_ms})
         response = response_for(request_id, item.id, policy.name, policy.version, outcome, (time.monotonic() - started) * 1000)
         response.audit_id = self.lifecycle.record(selection, request_id, item.id, item.metadata,
                                                   [p.text for p in valid.texts], outcome)

@@ -72,6 +72,21 @@ def validate_metadata(metadata: Mapping[str, str], limits: RequestLimits, where:
                                      f"{limits.max_metadata_value_chars} (limits.max_metadata_value_chars)")
 
 
+def check_animation(header: ImageHeader, limits: RequestLimits, field: str) -> None:
+    """LimitExceededError naming the limit when the animation `header` describes is over the frame count or
+    the pixels decoded over all frames (frames x width x height): a frame bomb, refused from the header."""
+    if not header.animated:
+        return
+    if header.frames > limits.max_animation_frames:
+        raise LimitExceededError(f"{field} is an animation of {header.frames} frames; the limit is "
+                                 f"{limits.max_animation_frames} (limits.max_animation_frames)")
+    pixels = header.frames * header.width * header.height
+    if pixels > limits.max_animation_pixels:
+        raise LimitExceededError(f"{field} is an animation of {header.frames} frames of {header.width}x{header.height}: "
+                                 f"{pixels} pixels to decode; the limit is {limits.max_animation_pixels} "
+                                 f"(limits.max_animation_pixels)")
+
+
 def validate_item(item_id: str, parts: Sequence[RawPart], limits: RequestLimits, where: str = "item",
                   metadata: Mapping[str, str] | None = None) -> ValidItem:
     """Validate one item (and its metadata); raises InvalidRequestError or LimitExceededError naming `where`."""
@@ -95,9 +110,10 @@ def validate_item(item_id: str, parts: Sequence[RawPart], limits: RequestLimits,
             if len(part.image) > limits.max_image_bytes:
                 raise LimitExceededError(f"{field}.image is {len(part.image)} bytes; the limit is {limits.max_image_bytes} bytes")
             try:
-                header = inspect_image(part.image, limits.image_limits())
+                header = inspect_image(part.image, limits.image_limits(), animated=True)
             except ImageRejectedError as error:
                 raise InvalidRequestError(f"{field}.image: {error}") from None
+            check_animation(header, limits, f"{field}.image")
             checked.append(ImagePart(index, part.image, header))
         else:
             raise InvalidRequestError(f"{field} has no content: set either text or image")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+
 import grpc
 import pytest
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
+from PIL import Image
 
 from bench.render import render_photo_like, render_text_image, text_layout
 from tests.stubs import KEY_A, KEY_B, item, moderate
@@ -75,6 +78,42 @@ def test_text_in_an_image_is_read_and_blocked_with_line_and_polygon(stub: pb_grp
     assert any(s.matched_term == "傻逼" and s.ocr_line_index == line.line_index for s in spans)
     assert {t.stage for t in response.timings} >= {"vision", "ocr", "ocr_text"}
     assert {m.name for m in response.models} >= {"ppocr_det", "ppocr_rec", "opennsfw"}
+
+
+def gif_of(frames: list[bytes]) -> bytes:
+    """An animated GIF of `frames` (still images), 80 ms each."""
+    images = [Image.open(io.BytesIO(frame)).convert("RGB") for frame in frames]
+    out = io.BytesIO()
+    images[0].save(out, "GIF", save_all=True, append_images=images[1:], duration=80, loop=0)
+    return out.getvalue()
+
+
+def test_text_in_one_frame_of_a_gif_is_read_and_the_evidence_names_the_frame(stub: pb_grpc.ModerationServiceStub) -> None:
+    # ten frames of an advert, the ninth (frame 8) with an insult: a viewer sees it, so it is judged
+    frames = [render_text_image(["Daily deals 2026", f"Save {n}0% today", "Visit our store"], size=(480, 240))
+              for n in range(10)]
+    frames[8] = render_text_image(["Daily deals 2026", "你这个傻逼", "Visit our store"], size=(480, 240))
+    response = moderate(stub, gif_of(frames))
+    assert response.decision == pb.BLOCK, response
+    spans = [e for e in response.evidence if e.WhichOneof("kind") == "text_span" and e.text_span.from_ocr
+             and e.text_span.matched_term == "傻逼"]
+    assert spans and all((e.part_index, e.frame_index) == (0, 8) for e in spans), response.evidence
+    assert {e.frame_index for e in response.evidence if e.WhichOneof("kind") == "image_score"} >= {0, 8}
+    assert {t.stage for t in response.timings} >= {"frames", "vision", "ocr"}
+    benign = moderate(stub, gif_of(frames[:8]))
+    assert benign.decision == pb.ALLOW, benign
+
+
+def test_a_frame_bomb_is_refused_from_its_header(stub: pb_grpc.ModerationServiceStub) -> None:
+    # 1,001 frames (the router's limits.max_animation_frames is 1,000), a few kilobytes on the wire
+    images = [Image.new("RGB", (4, 4), (255 * (i % 2), 0, 0)) for i in range(1001)]
+    out = io.BytesIO()
+    images[0].save(out, "GIF", save_all=True, append_images=images[1:], duration=20, loop=0)
+    with pytest.raises(grpc.RpcError) as caught:
+        moderate(stub, "caption", out.getvalue())
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert caught.value.details().startswith("item.parts[1].image is an animation of 1001 frames; the limit is 1000 "
+                                             "(limits.max_animation_frames)")
 
 
 def test_benign_photo_is_allowed_with_image_scores(stub: pb_grpc.ModerationServiceStub) -> None:

@@ -144,6 +144,8 @@ def without_content(evidence: Evidence) -> Evidence:
 def evidence_reference(evidence: Evidence) -> dict[str, Any]:
     """The JSON form of one piece of evidence (text included only if the record kept it)."""
     base: dict[str, Any] = {"category": evidence.category, "part": evidence.part_index}
+    if evidence.frame:  # an animation's later frame (records stay as they were for still images)
+        base["frame"] = evidence.frame
     if isinstance(evidence, TextSpanEvidence):
         base.update(kind="text_span", start=evidence.start, end=evidence.end, lexicon=evidence.lexicon,
                     term=evidence.matched_term, ocr_line=evidence.ocr_line, score=round(evidence.score, 6))
@@ -165,18 +167,19 @@ def evidence_reference(evidence: Evidence) -> dict[str, Any]:
 
 def evidence_from_reference(ref: Mapping[str, Any]) -> Evidence:
     """The typed evidence of one stored JSON reference (see `evidence_reference`)."""
-    category, part = str(ref["category"]), int(ref["part"])
+    category, part, frame = str(ref["category"]), int(ref["part"]), int(ref.get("frame", 0))
     kind = ref.get("kind")
     if kind == "text_span":
         return TextSpanEvidence(category, part, int(ref["start"]), int(ref["end"]), str(ref.get("text", "")),
-                                str(ref["term"]), str(ref["lexicon"]), int(ref["ocr_line"]), float(ref["score"]))
+                                str(ref["term"]), str(ref["lexicon"]), int(ref["ocr_line"]), float(ref["score"]), frame)
     if kind == "ocr_line":
         polygon = tuple((int(x), int(y)) for x, y in ref["polygon"])
         return OcrLineEvidence(category, part, OcrLineFinding(part, int(ref["line"]), str(ref.get("text", "")),
-                                                              float(ref["confidence"]), polygon))
+                                                              float(ref["confidence"]), polygon), frame)
     if kind == "image_score":
-        return ImageScoreEvidence(category, part, str(ref["model"]), {str(k): float(v) for k, v in ref["scores"].items()})
+        return ImageScoreEvidence(category, part, str(ref["model"]), {str(k): float(v) for k, v in ref["scores"].items()},
+                                  frame)
     if kind == "match":
         return MatchEvidence(category, part, str(ref["bank"]), int(ref["bank_version"]), str(ref["signal"]),
-                             int(ref["distance"]), str(ref["content_id"]))
+                             int(ref["distance"]), str(ref["content_id"]), frame)
     raise ValueError(f"audit evidence of unknown kind {kind!r}")

@@ -59,6 +59,20 @@ def test_an_apng_whose_header_claims_one_frame_over_three_is_refused() -> None:
         inspect_image(bytes(data))
 
 
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP", "GIF"])
+def test_where_animations_are_accepted_the_header_says_how_many_frames(fmt: str) -> None:
+    frames = [Image.new("RGB", (16, 16), colour) for colour in ((255, 255, 255), (0, 0, 255), (255, 0, 0))]
+    data = encode_image(frames[0], fmt, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    assert inspect_image(data, animated=True) == ImageHeader(fmt, 16, 16, 3, True)
+    assert inspect_image(encode_image(frames[0], "JPEG"), animated=True) == ImageHeader("JPEG", 16, 16, 1, False)
+    if fmt == "PNG":  # an APNG whose header claims one frame is still an animation
+        claims_one = bytearray(data)
+        at = claims_one.index(b"acTL")
+        claims_one[at + 4:at + 8] = (1).to_bytes(4, "big")
+        claims_one[at + 12:at + 16] = zlib.crc32(bytes(claims_one[at:at + 12])).to_bytes(4, "big")
+        assert inspect_image(bytes(claims_one), animated=True).animated
+
+
 @pytest.mark.parametrize("fmt", ["GIF", "BMP", "TIFF", "ICO"])
 def test_formats_outside_the_allow_list_are_rejected(fmt: str) -> None:
     with pytest.raises(ImageRejectedError, match=f"format {fmt} is not accepted"):

@@ -41,8 +41,6 @@ def test_valid_item_keeps_part_indexes() -> None:
     ([RawPart("a", None)] * 4, LimitExceededError, "4 parts; the limit is 3"),
     ([RawPart("ok", None), RawPart(None, b"\x89PNG garbage")], InvalidRequestError, "item.parts[1].image: image could not be decoded"),
     ([RawPart(None, b"x" * 50_001)], LimitExceededError, "50001 bytes; the limit is 50000 bytes"),
-    ([RawPart("ok", None), RawPart(None, animated_webp())], InvalidRequestError,
-     "item.parts[1].image: image is animated (WEBP, 2 frames)"),
 ])
 def test_bad_items_are_rejected_naming_the_part(parts: list[RawPart], error: type, message: str) -> None:
     with pytest.raises(error) as caught:
@@ -53,3 +51,29 @@ def test_bad_items_are_rejected_naming_the_part(parts: list[RawPart], error: typ
 def test_long_item_id_is_rejected_with_the_limit() -> None:
     with pytest.raises(LimitExceededError, match="the limit is 8"):
         validate_item("123456789", [RawPart("hi", None)], LIMITS, "items[3]")
+
+
+def gif(frames: int, size: tuple[int, int] = (8, 8)) -> bytes:
+    buffer = io.BytesIO()
+    images = [Image.new("RGB", size, (i % 256, 0, 0)) for i in range(frames)]
+    images[0].save(buffer, "GIF", save_all=True, append_images=images[1:], duration=40, loop=0)
+    return buffer.getvalue()
+
+
+def test_animations_are_accepted_and_marked_for_their_frames() -> None:
+    item = validate_item("id", [RawPart(None, animated_webp()), RawPart(None, gif(3)), RawPart(None, png())], LIMITS)
+    assert [(p.header.format, p.header.frames, p.header.animated) for p in item.images] == [
+        ("WEBP", 2, True), ("GIF", 3, True), ("PNG", 1, False)]
+    one_frame_gif = validate_item("id", [RawPart(None, gif(1))], LIMITS).images[0].header
+    assert (one_frame_gif.frames, one_frame_gif.animated) == (1, True)  # a GIF still goes on as a PNG frame
+
+
+def test_a_frame_bomb_is_refused_from_the_header_naming_the_limit() -> None:
+    few = RequestLimits(max_animation_frames=20, max_animation_pixels=10_000)
+    with pytest.raises(LimitExceededError, match=r"^item.parts\[0\].image is an animation of 21 frames; the limit is 20 "
+                                                 r"\(limits.max_animation_frames\)"):
+        validate_item("id", [RawPart(None, gif(21))], few)
+    with pytest.raises(LimitExceededError, match=r"20 frames of 25x25: 12500 pixels to decode; the limit is 10000 "
+                                                 r"\(limits.max_animation_pixels\)"):
+        validate_item("id", [RawPart(None, gif(20, (25, 25)))], few)
+    assert validate_item("id", [RawPart(None, gif(20, (22, 22)))], few).images[0].header.frames == 20
