@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -24,10 +25,10 @@ from services.common.contracts import classifier as contract
 from services.common.contracts.tensors import TensorSpec
 from services.common.serving.model_api import ModelFile
 from services.text.model import decode_texts
-from services.trainer.artifact import HEADS_FILE, load
+from services.trainer.artifact import HEADS_FILE, LoadedClassifier, load
 from services.trainer.features import Encoder
 
-__all__ = ["TenantClassifierModel"]
+__all__ = ["TenantClassifierModel", "classifier_bytes"]
 
 _WARMUP = ("hello, see you tomorrow", "你好，明天见")
 
@@ -50,6 +51,12 @@ class TenantClassifierModel:
         self.encoder = encoder
         self.name = contract.model_name(self.classifier.tenant, self.classifier.version)
         self.version = self.classifier.version
+        self._bytes = classifier_bytes(self.classifier)
+
+    def memory_bytes(self) -> int:
+        """What this classifier holds (its arrays and vocabulary; the shared encoder is not counted): what the
+        text service's `tenant_classifier_budget_mb` counts."""
+        return self._bytes
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -78,3 +85,10 @@ class TenantClassifierModel:
         return [ModelFile(self.name, self.version, str(self.directory / HEADS_FILE), str(manifest["heads_sha256"]),
                           f"auditmesh classifier train (examples sha256 {str(manifest['examples_sha256'])[:12]})",
                           "the tenant's own data")]
+
+
+def classifier_bytes(classifier: LoadedClassifier) -> int:
+    """The memory `classifier` holds: its arrays, and its n-gram terms (each string object and its slot)."""
+    arrays = (classifier.weights, classifier.biases, classifier.thresholds, classifier.grams.idf)
+    terms = classifier.grams.terms
+    return sum(a.nbytes for a in arrays) + sum(sys.getsizeof(t) for t in terms) + sys.getsizeof(terms)

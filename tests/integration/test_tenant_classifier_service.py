@@ -74,7 +74,10 @@ def test_a_classifier_trained_after_start_is_loaded_tried_in_shadow_then_acts(tm
     shutil.copytree(ROOT / "config", config)
     text_yaml = (config / "text.yaml").read_text(encoding="utf-8")
     assert "tenant_classifiers: var/classifiers" in text_yaml
-    (config / "text.yaml").write_text(text_yaml.replace("tenant_classifiers: var/classifiers", f"tenant_classifiers: {classifiers}"),
+    assert "tenant_classifier_budget_mb: 512" in text_yaml
+    # a memory budget that holds one classifier at most: loading one evicts the other, a request loads it back
+    (config / "text.yaml").write_text(text_yaml.replace("tenant_classifiers: var/classifiers", f"tenant_classifiers: {classifiers}")
+                                      .replace("tenant_classifier_budget_mb: 512", "tenant_classifier_budget_mb: 0.001"),
                                       encoding="utf-8")
     mesh = Mesh(base_port=free_base_port(), config_dir=config)
     router = mesh.routers[0]
@@ -121,8 +124,10 @@ def test_a_classifier_trained_after_start_is_loaded_tried_in_shadow_then_acts(tm
             assert second["version"] != first["version"] and Path(first["path"]).is_dir()  # the first is kept
             activate(Path(second["path"]), Activation("default", "shadow"), endpoints, admin_key="demo-admin-key",
                      internal=secret)
-            answered = moderate(stub, "demo-acme-key", SCAM, "retrained-1")
-            assert (f"classifier.acme.{first['version']}", first["version"]) in models(answered)
+            index = {m.name: m for m in client.get_model_repository_index().models}
+            assert index[name].state == "UNAVAILABLE" and index[name].reason.startswith("evicted: over the memory budget")
+            answered = moderate(stub, "demo-acme-key", SCAM, "retrained-1")  # the evicted classifier, loaded back for it
+            assert (f"classifier.acme.{first['version']}", first["version"]) in models(answered) and not answered.degraded
             assert not any(second["version"] in n for n, _ in models(answered))  # the candidate's scores never act
             status = admin.GetCanary(apb.GetCanaryRequest(policy="default", tenant="acme"), metadata=ADMIN)
             assert status.running and status.shadow and status.candidate_version.endswith(second["version"])

@@ -270,9 +270,14 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return self.lifecycle
 
     async def ModelInfer(self, request: service_pb2.ModelInferRequest, context: grpc.aio.ServicerContext) -> Any:
+        if self.lifecycle is not None and self.lifecycle.evicted(request.model_name):
+            async with call_status(context, log):  # evicted for the memory budget: loaded again for this request
+                await self.lifecycle.reload_evicted(request.model_name)
         if self._runner(request.model_name, request.model_version) is None:
             self._count("unknown", grpc.StatusCode.NOT_FOUND)  # not the caller's string: labels stay bounded
         runner = await self._require(request.model_name, request.model_version, context)
+        if self.lifecycle is not None:
+            self.lifecycle.touch(runner.model.name)
         model = runner.model
         try:
             check_rows(request, self.limits)

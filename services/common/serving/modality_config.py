@@ -112,12 +112,18 @@ class ModalityServiceConfig:
     #: DIR/<tenant>`); each is served as the model `classifier.<tenant>` (services/text/tenant_classifier.py).
     #: "" = none.
     tenant_classifiers: str = ""
+    #: Text service: the memory the loaded tenant classifiers may hold together (their heads and n-gram
+    #: vocabularies, a few MB each; the encoder is shared and not counted). Past it the least recently used
+    #: are unloaded, and loaded again on their next request (services/common/serving/model_lifecycle.py).
+    tenant_classifier_budget_mb: float = 512.0
     #: Match service only: its banks and how it loads them (services/match/settings.py).
     match: MatchSettings = field(default_factory=MatchSettings)
 
     def __post_init__(self) -> None:
         if self.service not in ("text", "vision", "ocr", "match"):
             raise ValueError(f"service must be text, vision, ocr or match, got {self.service!r}")
+        if not self.tenant_classifier_budget_mb > 0:
+            raise ValueError(f"tenant_classifier_budget_mb: must be > 0, got {self.tenant_classifier_budget_mb}")
         if self.tenant_classifiers and self.service != "text":
             raise ValueError(f"tenant_classifiers: only the text service serves tenant classifiers, this is "
                              f"{self.service!r}")

@@ -93,6 +93,10 @@ def build_service(config: ModalityServiceConfig, models: Sequence[ServedModel], 
     servicer = KServeServicer(f"auditmesh-{config.service}", VERSION, runners, metrics=metrics, limits=config.limits)
     if factory is not None:
         servicer.lifecycle = _model_lifecycle(config, factory, loader, servicer, metrics)
+        servicer.lifecycle.trim_unstarted()  # more tenant classifiers on disk than the memory budget holds
+        lifecycle = servicer.lifecycle
+        metrics.watch_budget(lifecycle.held_bytes, lambda: lifecycle.evictions)
+        runners = dict(servicer.runners)
 
     def register(server: object) -> None:
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
@@ -135,7 +139,8 @@ def _model_lifecycle(config: ModalityServiceConfig, factory: ModelFactory, loade
         runner.batcher.start()
         return runner
 
-    return ModelLifecycle(servicer.runners, load=load, start=start, open_names=loader is not None)
+    return ModelLifecycle(servicer.runners, load=load, start=start, open_names=loader is not None,
+                          budget_bytes=int(config.tenant_classifier_budget_mb * 1024 * 1024))
 
 
 async def _serve(config: ModalityServiceConfig, factory: ModelFactory, loader: ModelLoader | None,
@@ -151,7 +156,8 @@ async def _serve(config: ModalityServiceConfig, factory: ModelFactory, loader: M
         log.warning("auth.required is false: this port accepts KServe calls without the internal secret")
     service, servicer = build_service(config, models, factory=factory, loader=loader, credentials=credentials)
     for name, cost in warm.items():
-        servicer.runners[name].warm_cost = cost
+        if name in servicer.runners:  # not one set aside for the memory budget
+            servicer.runners[name].warm_cost = cost
     await service.start()
     gc_settings = tune_for_serving()  # the process's entry point only (services/common/gc_tuning.py)
     log.info("gc: %d start-up objects frozen, thresholds %s", gc_settings.frozen_objects, gc_settings.thresholds)

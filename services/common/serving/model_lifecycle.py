@@ -18,7 +18,13 @@ version is a digest of its content (`versioned_by_content`, e.g. a tenant classi
 
 With `open_names`, `load` also takes a name the service did not start with (a tenant classifier trained
 after the service started): the loader builds it or raises NotFoundError, and once loaded it is listed,
-reloaded and unloaded like the others. Every inference
+reloaded and unloaded like the others.
+
+A memory budget (`budget_bytes`) bounds the models that say what they hold (`memory_bytes()`: the tenant
+classifiers; the shipped models neither count nor are evicted). Past it, after a load, the least recently
+used of them (`touch` on every inference) are evicted: stopped and listed UNAVAILABLE with the reason. An
+evicted model is loaded again on its next request (`reload_evicted`: that request waits for the load, one
+load however many wait), so a policy that reads it never sees it missing. Every inference
 response names the served model version and the versions of the files behind it
 (`models_parameter`), so the router knows which versions answered each item.
 
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Generic, Iterable, MutableMapping, Protocol, TypeVar
@@ -78,6 +85,13 @@ def models_parameter(model: ServedModel) -> str:
     return json.dumps(pairs, ensure_ascii=False)
 
 
+def footprint(model: ServedModel) -> int | None:
+    """The bytes `model` says it holds (`memory_bytes()`), or None for a model that does not count against
+    a memory budget."""
+    measure = getattr(model, "memory_bytes", None)
+    return int(measure()) if callable(measure) else None
+
+
 def verify_files(model: ServedModel) -> None:
     """ModelLoadError if a file the model uses differs from the SHA-256 its repository records."""
     for file in model.model_files():
@@ -99,7 +113,8 @@ class ModelLifecycle(Generic[R]):
 
     def __init__(self, runners: MutableMapping[str, R], *, load: Callable[[str], ServedModel],
                  start: Callable[[ServedModel], R], names: Iterable[str] | None = None,
-                 open_names: bool = False) -> None:
+                 open_names: bool = False, budget_bytes: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.runners = runners
         self._load = load
         self._start = start
@@ -109,6 +124,25 @@ class ModelLifecycle(Generic[R]):
         self._loading: set[str] = set()
         self._versions = {name: runner.model.version for name, runner in runners.items()}
         self._lock = asyncio.Lock()
+        self.budget_bytes = budget_bytes
+        self._clock = clock
+        started = clock()
+        self._used = {name: started for name in runners}
+        self._evicted: set[str] = set()
+        #: Models evicted for the budget since the start (a metric's source).
+        self.evictions = 0
+
+    def touch(self, name: str) -> None:
+        """`name` was just used (an inference): the last to be evicted."""
+        self._used[name] = self._clock()
+
+    def evicted(self, name: str) -> bool:
+        """Whether the budget evicted `name` and it is not loaded again yet."""
+        return name in self._evicted and name not in self.runners
+
+    def held_bytes(self) -> int:
+        """What the loaded models that count against the budget hold."""
+        return sum(size for size in (footprint(r.model) for r in self.runners.values()) if size is not None)
 
     def index(self) -> list[ModelState]:
         """Every model this service can serve, with its state."""
@@ -125,24 +159,81 @@ class ModelLifecycle(Generic[R]):
         if not self._open_names:
             self._require(name)
         async with self._lock:
-            old = self.runners.get(name)
-            self._loading.add(name)
-            try:
-                model = await self._prepare(name, old)
-            finally:
-                self._loading.discard(name)
-            if not getattr(model, "versioned_by_content", False) or version:
-                model.version = version or next_version(self._versions.get(name, "0"))
-            self.runners[name] = self._start(model)
-            self._versions[name] = model.version
-            if name not in self._names:
-                self._names = sorted([*self._names, name])
-            self._reasons.pop(name, None)
-            if old is not None:
-                await old.close()
-            log.info("model %s: version %s serving (was %s); old version drained and unloaded", name, model.version,
-                     old.model.version if old is not None else "none")
-            return model.version
+            return await self._load_locked(name, version)
+
+    async def reload_evicted(self, name: str) -> None:
+        """Load `name` again when the budget evicted it (a request for it came); nothing when it is loaded
+        (another request's reload got there first)."""
+        async with self._lock:
+            if self.evicted(name):
+                await self._load_locked(name, "")
+
+    def trim_unstarted(self) -> list[str]:
+        """At start, before any runner started: set aside (as evicted) the counted models past the budget, in
+        name order; the names. A request for one loads it then."""
+        evicted: list[str] = []
+        while self.budget_bytes is not None and self.held_bytes() > self.budget_bytes:
+            counted = sorted(n for n, r in self.runners.items() if footprint(r.model) is not None)
+            if len(counted) <= 1:
+                break
+            victim = counted[-1]
+            self.runners.pop(victim)
+            self._mark_evicted(victim)
+            evicted.append(victim)
+        if evicted:
+            log.info("memory budget of %d bytes: %d models set aside at start, loaded on their first request: %s",
+                     self.budget_bytes, len(evicted), ", ".join(evicted))
+        return evicted
+
+    def _mark_evicted(self, name: str) -> None:
+        self._evicted.add(name)
+        self._reasons[name] = (f"evicted: over the memory budget of {self.budget_bytes} bytes (least recently "
+                               f"used); loaded again on its next request")
+        self.evictions += 1
+
+    async def _load_locked(self, name: str, version: str) -> str:
+        old = self.runners.get(name)
+        self._loading.add(name)
+        try:
+            model = await self._prepare(name, old)
+        finally:
+            self._loading.discard(name)
+        if not getattr(model, "versioned_by_content", False) or version:
+            model.version = version or next_version(self._versions.get(name, "0"))
+        self.runners[name] = self._start(model)
+        self._versions[name] = model.version
+        if name not in self._names:
+            self._names = sorted([*self._names, name])
+        self._reasons.pop(name, None)
+        self._evicted.discard(name)
+        self._used[name] = self._clock()
+        if old is not None:
+            await old.close()
+        log.info("model %s: version %s serving (was %s); old version drained and unloaded", name, model.version,
+                 old.model.version if old is not None else "none")
+        await self._evict_over_budget(keep=name)
+        return model.version
+
+    async def _evict_over_budget(self, keep: str) -> list[str]:
+        """While the counted models hold more than the budget, stop the least recently used one (never `keep`,
+        the model just loaded: a budget smaller than one model still serves that one)."""
+        evicted: list[str] = []
+        if self.budget_bytes is None:
+            return evicted
+        while self.held_bytes() > self.budget_bytes:
+            counted = [n for n, r in self.runners.items() if n != keep and footprint(r.model) is not None]
+            if not counted:
+                log.warning("model %s alone holds %d bytes, over the memory budget of %d bytes; serving it",
+                            keep, self.held_bytes(), self.budget_bytes)
+                break
+            victim = min(counted, key=lambda n: (self._used.get(n, 0.0), n))
+            runner = self.runners.pop(victim)
+            self._mark_evicted(victim)
+            evicted.append(victim)
+            await runner.close()
+            log.info("model %s: version %s evicted (memory budget %d bytes, least recently used)", victim,
+                     runner.model.version, self.budget_bytes)
+        return evicted
 
     async def _prepare(self, name: str, old: R | None) -> ServedModel:
         try:
@@ -164,9 +255,10 @@ class ModelLifecycle(Generic[R]):
             raise ModelLoadError(f"model {name!r}: {reason} ({keeping})") from None
 
     async def unload(self, name: str) -> None:
-        """Stop serving `name` (after draining what it accepted)."""
+        """Stop serving `name` (after draining what it accepted); it is not loaded again by a request."""
         self._require(name)
         async with self._lock:
+            self._evicted.discard(name)
             runner = self.runners.pop(name, None)
             if runner is not None:
                 self._reasons[name] = "unloaded"

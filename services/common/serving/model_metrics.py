@@ -36,6 +36,15 @@ class ModelMetrics:
         self.queue_depth = Gauge("auditmesh_model_queue_depth", "Rows queued and not yet in a batch", ["model"],
                                  registry=registry)
         self.info = Info("auditmesh_model", "A served model and its version", ["model"], registry=registry)
+        self.budget_held = Gauge("auditmesh_model_budget_held_bytes", "What the loaded models that count against the "
+                                 "memory budget (tenant classifiers) hold", registry=registry)
+        self.budget_evictions = Gauge("auditmesh_model_budget_evictions", "Models unloaded for the memory budget "
+                                      "since the start (loaded again on their next request)", registry=registry)
+
+    def watch_budget(self, held_bytes: Callable[[], int], evictions: Callable[[], int]) -> None:
+        """Publish the memory budget's use and evictions (read at scrape time)."""
+        self.budget_held.set_function(lambda: float(held_bytes()))
+        self.budget_evictions.set_function(lambda: float(evictions()))
 
     def describe(self, model: str, version: str, platform: str, queue_depth: Callable[[], int]) -> None:
         """Publish the model's version and watch its queue depth (read at scrape time)."""

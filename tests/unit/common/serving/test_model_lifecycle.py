@@ -3,6 +3,7 @@ load keeps the old version serving; unload; index states."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,3 +167,85 @@ async def test_closed_names_still_refuse_a_name_outside_the_start_set() -> None:
     models, _ = lifecycle(Repository())
     with pytest.raises(NotFoundError, match="unknown model"):
         await models.load("classifier.acme")
+
+
+@dataclass
+class SizedModel(FakeModel):
+    """A model that counts against the memory budget (as a tenant classifier does)."""
+
+    size: int = 0
+    versioned_by_content: bool = True
+
+    def memory_bytes(self) -> int:
+        return self.size
+
+
+class Classifiers:
+    """Builds `classifier.<n>` models of `size` bytes each, counting builds."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.built: list[str] = []
+        self.events: list[str] = []
+
+    def load(self, name: str) -> SizedModel:
+        self.built.append(name)
+        return SizedModel(name=name, version="v1", size=self.size)
+
+    def start(self, model: FakeModel) -> FakeRunner:
+        return FakeRunner(model, self.events)
+
+
+def budgeted(budget: int, now: list[float]) -> tuple[ModelLifecycle[FakeRunner], dict[str, FakeRunner], Classifiers]:
+    classifiers = Classifiers(size=40)
+    runners = {"text_moderation": FakeRunner(FakeModel(), classifiers.events)}  # shipped: never counted nor evicted
+    models = ModelLifecycle(runners, load=classifiers.load, start=classifiers.start, open_names=True,  # type: ignore[arg-type]
+                            budget_bytes=budget, clock=lambda: now[0])
+    return models, runners, classifiers
+
+
+async def test_past_the_budget_the_least_recently_used_is_evicted_and_comes_back_on_its_next_request() -> None:
+    now = [0.0]
+    models, runners, classifiers = budgeted(100, now)
+    for index, name in enumerate(("classifier.a.v1", "classifier.b.v1")):
+        now[0] = float(index)
+        await models.load(name)
+    now[0] = 5.0
+    models.touch("classifier.a.v1")  # a was used after b was loaded: b is now the least recently used
+    now[0] = 6.0
+    await models.load("classifier.c.v1")  # 120 bytes > 100: b goes
+    assert sorted(runners) == ["classifier.a.v1", "classifier.c.v1", "text_moderation"]
+    assert models.evicted("classifier.b.v1") and models.evictions == 1 and models.held_bytes() == 80
+    assert "closed v1" in classifiers.events  # its runner drained and stopped
+    state = {s.name: s for s in models.index()}["classifier.b.v1"]
+    assert state.state == "UNAVAILABLE" and state.reason.startswith("evicted: over the memory budget of 100 bytes")
+    # a request for b loads it again (once, however many wait), and evicts the least recently used of the others
+    now[0] = 7.0
+    await asyncio.gather(*(models.reload_evicted("classifier.b.v1") for _ in range(5)))
+    assert classifiers.built.count("classifier.b.v1") == 2
+    assert sorted(runners) == ["classifier.b.v1", "classifier.c.v1", "text_moderation"] and models.evicted("classifier.a.v1")
+    await models.reload_evicted("classifier.b.v1")  # loaded: nothing to do
+    assert classifiers.built.count("classifier.b.v1") == 2
+
+
+async def test_a_model_alone_over_the_budget_still_serves_and_an_unload_is_not_undone() -> None:
+    now = [0.0]
+    models, runners, _ = budgeted(10, now)
+    await models.load("classifier.a.v1")
+    assert "classifier.a.v1" in runners and not models.evicted("classifier.a.v1")
+    await models.load("classifier.b.v1")
+    assert models.evicted("classifier.a.v1") and "classifier.b.v1" in runners
+    await models.unload("classifier.a.v1")  # an operator's unload: no request loads it again
+    assert not models.evicted("classifier.a.v1")
+
+
+def test_at_start_the_models_past_the_budget_are_set_aside_before_they_run() -> None:
+    runners = {name: FakeRunner(SizedModel(name=name, size=40)) for name in ("classifier.a.v1", "classifier.b.v1",
+                                                                          "classifier.c.v1")}
+    runners["text_moderation"] = FakeRunner(FakeModel())
+    models = ModelLifecycle(runners, load=Classifiers(40).load, start=Classifiers(40).start, open_names=True,  # type: ignore[arg-type]
+                            budget_bytes=90)
+    assert models.trim_unstarted() == ["classifier.c.v1"]
+    assert sorted(runners) == ["classifier.a.v1", "classifier.b.v1", "text_moderation"] and models.evicted("classifier.c.v1")
+    unlimited = ModelLifecycle(dict(runners), load=Classifiers(40).load, start=Classifiers(40).start)  # type: ignore[arg-type]
+    assert unlimited.trim_unstarted() == []
