@@ -145,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.add_argument("--text", default="", help="the item's text: the outcome is stored as the item's label for "
                          "the tenant's classifiers (default: the text the audit record kept, if any; else no label)")
     resolve.add_argument("--label", action="append", default=[], metavar="CATEGORY=1|0",
-                         help="the item's label for one category (repeat; needs text); default: each category the "
-                         "decision acted on, 1 when upheld, 0 when reversed")
+                         help="the item's label for one category (repeat; needs text); default when upheld: each "
+                         "category that decided, 1; a reversal needs them named")
     for action in (submit, resolve):
         action.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
         add_admin_arguments(action)

@@ -26,7 +26,7 @@ SEVERITY_NAMES = {pb.SEVERITY_UNSPECIFIED: "unspecified", pb.SEVERITY_NONE: "non
 
 @dataclass(frozen=True)
 class Item:
-    """One piece of content: optional text, any number of encoded images (JPEG, PNG or WebP bytes),
+    """One piece of content: optional text, any number of encoded images (JPEG, PNG, WebP or GIF bytes),
     free-form metadata echoed in the audit trail, and an optional id echoed back."""
 
     text: str | None = None

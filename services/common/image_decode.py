@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageOps
+from services.common.animation_header import apng_frame_controls, gif_frames
 from services.common.errors import ImageRejectedError
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP")
@@ -54,9 +55,13 @@ class ImageHeader:
     animated: bool = False
 
 
-def inspect_image(data: bytes, limits: ImageLimits = ImageLimits(), *, animated: bool = False) -> ImageHeader:
+def inspect_image(data: bytes, limits: ImageLimits = ImageLimits(), *, animated: bool = False,
+                  max_frames: int = 1000) -> ImageHeader:
     """Check size, format and dimensions from the header only; raise ImageRejectedError if unacceptable.
-    An animation or a GIF is refused unless `animated` (then `ImageHeader.animated` says so).
+    An animation or a GIF is refused unless `animated` (then `ImageHeader.animated` says so, with its frames
+    counted up to `max_frames` + 1 and, for a GIF, its canvas grown to every frame's extent:
+    services/common/animation_header.py). An APNG whose frame controls differ from the count its animation
+    chunk declares is refused.
 
     Example::
 
@@ -66,19 +71,32 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits(), *, animated:
         raise ImageRejectedError("image is empty (0 bytes)")
     if len(data) > limits.max_bytes:
         raise ImageRejectedError(f"image is {len(data)} bytes, over the limit of {limits.max_bytes} bytes")
+    accepted = ALLOWED_FORMATS + (ANIMATED_FORMATS if animated else ())
     try:
         with Image.open(io.BytesIO(data)) as image:
             fmt, (width, height) = image.format or "", image.size
-            frames = int(getattr(image, "n_frames", 1))
+            if fmt in accepted and fmt != "GIF":  # a GIF's frames are counted from its blocks, below
+                frames = int(getattr(image, "n_frames", 1))
             # an APNG's frame count is one header field: one that says 1 over several frames is still animated
             apng = getattr(image, "custom_mimetype", None) == "image/apng"
     except Image.DecompressionBombError as exc:  # Pillow's own guard trips first on absurd canvases
         raise ImageRejectedError(f"image declares too many pixels ({exc}); the limit is {limits.max_pixels}") from None
     except Exception as exc:  # Pillow raises many types for garbage input
-        raise ImageRejectedError(f"image could not be decoded: not a JPEG, PNG or WebP file ({type(exc).__name__})") from None
-    accepted = ALLOWED_FORMATS + (ANIMATED_FORMATS if animated else ())
+        raise ImageRejectedError(f"image could not be decoded: not a {' or '.join(accepted)} file "
+                                 f"({type(exc).__name__})") from None
     if fmt not in accepted:
         raise ImageRejectedError(f"image format {fmt or 'unknown'} is not accepted; send one of {', '.join(accepted)}")
+    try:
+        if fmt == "GIF":
+            gif = gif_frames(data, max_frames)
+            frames, width, height = gif.count, gif.width, gif.height
+        controls = apng_frame_controls(data) if apng else frames
+    except ValueError as exc:
+        raise ImageRejectedError(f"image could not be decoded: {fmt} blocks are malformed ({exc})") from None
+    if controls != frames:
+        raise ImageRejectedError(f"image is an APNG whose animation chunk declares {frames} frames over {controls} "
+                                 f"frame controls (an error by the APNG specification: viewers disagree on what it "
+                                 f"shows)")
     if width < 1 or height < 1 or width > limits.max_side or height > limits.max_side:
         raise ImageRejectedError(f"image is {width}x{height}; each side must be 1..{limits.max_side} pixels")
     if width * height > limits.max_pixels:

@@ -143,6 +143,7 @@ class Pipeline:
         Stages in `skippable` are skipped when their upstream is overloaded. With `shadow`, the same
         signals are also judged under that policy (`Outcome.shadow`)."""
         collected = _Collected()
+        collected.failures.extend(item.failures)
         profile: Profile = "fast" if self.text_semantic is None else policy.profile
         job = _Job(policy, deadline, requester, collected, profile, skippable)
         versions = classifier_versions(policy, shadow)
@@ -474,4 +475,4 @@ def _decoded(rows: Sequence[Row], decode: Callable[[Row], D]) -> list[D]:
 
 def _raise_if_rejected(image: ImagePart, error: str) -> None:
     if error:
-        raise InvalidRequestError(f"parts[{image.index}].image: {error}")
+        raise InvalidRequestError(f"{image.field}.image: {error}")

@@ -34,7 +34,7 @@ from services.router.cached_pipeline import CachedPipeline
 from services.router.config import RouterConfig
 from services.router.control.runtime import Snapshot
 from services.router.deadlines import budget_s
-from services.router.frames import expand_animations, with_frames
+from services.router.frames import FrameDecoder, with_frames
 from services.router.lanes import LaneGate
 from services.router.messages import error_response, raw_parts, response_for
 from services.router.metrics import UNKNOWN, RouterMetrics
@@ -82,6 +82,8 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         self.pipeline = pipeline
         self.verdicts = CachedPipeline.from_config(pipeline, config.verdict_cache)
         self.admission = Admission()
+        #: Animations decoded into frames, on threads of their own (services/router/frames.py).
+        self.frames = FrameDecoder()
         #: Tenants' rate quotas across all router replicas (services/router/shared_quota.py); None = per process.
         self.shared_quota = shared_quota
         self.lane_gate = LaneGate(config.lane, config.lanes)
@@ -155,7 +157,8 @@ class ModerationServicer(pb_grpc.ModerationServiceServicer):
         try:
             frames_started = time.monotonic()
             # an animation becomes a sample of its still frames (decoded off the event loop, after admission)
-            valid, frames = await expand_animations(valid, self.config.limits, where)
+            valid, frames = await self.frames.expand(valid, self.config.limits, tenant=tenant.id, deadline=deadline,
+                                                     where=where)
             frames_ms = (time.monotonic() - frames_started) * 1000
             with self.lifecycle.observing(selection, item.id):
                 outcome = await self.verdicts.run(selection, valid, deadline, requester, tenant.degrade)

@@ -12,6 +12,7 @@ from services.common.errors import InvalidRequestError, LimitExceededError
 from services.common.image_decode import ImageHeader, inspect_image
 from services.common.errors import ImageRejectedError
 from services.router.config import RequestLimits
+from services.router.fusion import StageFailure
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,13 @@ class ImagePart:
     index: int
     data: bytes
     header: ImageHeader
+    #: A frame of an animation (services/router/frames.py): (the part's index as sent, the frame's number).
+    origin: tuple[int, int] | None = None
+
+    @property
+    def field(self) -> str:
+        """How an error names this part: `parts[i]`, or `parts[i] frame n` for a frame of an animation."""
+        return f"parts[{self.origin[0]}] frame {self.origin[1]}" if self.origin else f"parts[{self.index}]"
 
 
 Part = TextPart | ImagePart
@@ -34,6 +42,8 @@ Part = TextPart | ImagePart
 class ValidItem:
     id: str
     parts: tuple[Part, ...]
+    #: Known before any stage runs, e.g. an animation with more distinct frames than were sampled.
+    failures: tuple[StageFailure, ...] = ()
 
     @property
     def texts(self) -> list[TextPart]:
@@ -110,7 +120,8 @@ def validate_item(item_id: str, parts: Sequence[RawPart], limits: RequestLimits,
             if len(part.image) > limits.max_image_bytes:
                 raise LimitExceededError(f"{field}.image is {len(part.image)} bytes; the limit is {limits.max_image_bytes} bytes")
             try:
-                header = inspect_image(part.image, limits.image_limits(), animated=True)
+                header = inspect_image(part.image, limits.image_limits(), animated=True,
+                                       max_frames=limits.max_animation_frames)
             except ImageRejectedError as error:
                 raise InvalidRequestError(f"{field}.image: {error}") from None
             check_animation(header, limits, f"{field}.image")

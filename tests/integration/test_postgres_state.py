@@ -339,6 +339,9 @@ def test_labels_are_shared_by_replicas_and_bounded_per_tenant(dsn: str) -> None:
     assert [label.item_id for label in page + rest] == ["m-0", "m-1", "m-2", "m-9"] and end == ""
     assert page[1].text == "text 1 again" and page[1].reviewer == "rev-2"
     second.submit("globex", [Label("m-1", "other tenant", {"spam": 1}, "rev")])
+    one = first.label_of("acme", "m-1")  # one item's label (an appeal's outcome merges into it), per tenant
+    assert one is not None and (one.text, one.labels, one.reviewer) == ("text 1 again", {"spam": 0}, "rev-2")
+    assert first.label_of("globex", "m-1").text == "other tenant" and first.label_of("acme", "nope") is None  # type: ignore[union-attr]
     assert second.delete("acme", ["m-1", "m-2", "m-1", "nope"]) == 2  # one replica erases, the other sees it
     assert [label.item_id for label in first.page("acme")[0]] == ["m-0", "m-9"] and first.count("globex") == 1
     first.close()

@@ -25,12 +25,12 @@ from services.common.errors import (FailedPreconditionError, InvalidRequestError
 from services.common.status import call_status
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
-from services.router.control.appeal_labels import resolution_label
+from services.router.control.appeal_labels import label_item_id, resolution_label
 from services.router.control.appeals import APPEAL_TASK_PREFIX, Appeal, appeal_task_id, check_appeal_id, new_appeal, resolve
 from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
-from services.router.control.label_store import DEFAULT_PAGE, Label, LabelRepository, Submitted
+from services.router.control.label_store import DEFAULT_PAGE, Label, LabelRepository, Submitted, check_room
 from services.router.control.reasons import StatementOfReasons, statement_of_reasons
 from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewTask, ReviewTasks
 from services.router.control.control import PolicyControl
@@ -321,21 +321,21 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             if appeal is None:
                 raise NotFoundError(f"appeal_id: no appeal {request.appeal_id!r} of tenant {request.tenant!r}")
             resolved = resolve(appeal, request.outcome, reviewer=request.reviewer, note=request.note, now=time.time())
-            # The label is checked before anything is stored, and stored after the resolution: two reviewers
-            # racing never leave the loser's label beside the winner's outcome.
+            # The label is checked (fields, and room in the tenant's store) before anything is stored, and
+            # stored after the resolution: two reviewers racing never leave the loser's label beside the
+            # winner's outcome.
+            existing = store.label_of(request.tenant, label_item_id(resolved))
             label = resolution_label(resolved, self.audit.get(request.tenant, resolved.audit_id), text=request.text,
-                                     labels=dict(request.labels))
+                                     labels=dict(request.labels), existing=existing)
+            if label is not None and existing is None:
+                check_room(request.tenant, store.count(request.tenant), 1, store.max_per_tenant)
             store.save_resolution(resolved)
             if self.reviews is not None:  # its task is done: no reviewer is handed it again
                 self.reviews.ack(request.tenant, [appeal_task_id(resolved.appeal_id)])
             log.info("appeal %s of decision %s (tenant %s) %s by %r", resolved.appeal_id, resolved.audit_id,
                      request.tenant, resolved.status, resolved.reviewer)
             if label is not None:
-                try:
-                    store.submit(request.tenant, [label])
-                except LimitExceededError as error:
-                    raise LimitExceededError(f"the appeal was resolved ({resolved.status}), but its label was not "
-                                             f"stored: {error}") from None
+                store.submit(request.tenant, [label])
             return resolved, label is not None
         resolved, labelled = await self._run(context, request.tenant, work)
         answer = appeal_message(resolved)

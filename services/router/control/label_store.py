@@ -119,11 +119,15 @@ class LabelRepository(Protocol):
     """What the admin API needs of a label store: this SQLite one, or PostgreSQL's shared by every router
     replica (services/router/control/labels_postgres.py). Blocking; thread-safe."""
 
+    max_per_tenant: int
+
     def submit(self, tenant: str, items: Sequence[Label]) -> Submitted: ...
 
     def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]: ...
 
     def count(self, tenant: str) -> int: ...
+
+    def label_of(self, tenant: str, item_id: str) -> Label | None: ...
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int: ...
 
@@ -225,6 +229,13 @@ class LabelStore:
         """How many items `tenant` has labels for."""
         with self._lock:
             return self.count_locked(tenant)
+
+    def label_of(self, tenant: str, item_id: str) -> Label | None:
+        """`tenant`'s label of `item_id`, or None."""
+        with self._lock:
+            rows = self._db.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? "
+                                    "AND item_id = ?", (tenant, item_id)).fetchall()
+        return page_of(rows, 1)[0][0] if rows else None
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
         """Delete `tenant`'s labels of `item_ids` (an erasure request, a label given by mistake), and the appeals

@@ -76,6 +76,12 @@ class PostgresLabelStore:
         rows = self._db.fetch("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
         return int(rows[0][0]) if rows else 0
 
+    def label_of(self, tenant: str, item_id: str) -> Label | None:
+        """`tenant`'s label of `item_id`, or None."""
+        rows = self._db.fetch("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
+                              "AND item_id = %s", (tenant, item_id))
+        return page_of([(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in rows], 1)[0][0] if rows else None
+
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
         """Delete `tenant`'s labels of `item_ids` and those items' appeals in one transaction; how many labels
         there were (see LabelStore.delete)."""

@@ -18,7 +18,8 @@ from services.router.pipeline import Outcome, Pipeline
 from services.router.policy import CompiledPolicy, PolicyDocument, compile_policy
 from services.router.scheduler import Requester
 from services.router.tenants import Tenant
-from services.router.validation import TextPart, ValidItem
+from services.common.image_decode import ImageHeader
+from services.router.validation import ImagePart, TextPart, ValidItem
 from services.router.verdict_cache import VerdictCache, VerdictCacheConfig
 from tests.stubs import open_control, policy_yaml, settle, tenants_yaml
 
@@ -94,6 +95,19 @@ def test_a_respelling_with_the_same_normalised_form_gets_its_own_offsets() -> No
     spans = {e.category: e for e in outcome.verdict.evidence if isinstance(e, TextSpanEvidence)}
     assert (spans["harassment"].start, spans["harassment"].end, spans["harassment"].text) == (8, 13, "IDIOT")
     assert (spans["spam"].start, spans["spam"].end, spans["spam"].text) == (0, len(other), other)
+
+
+def test_parts_at_other_indexes_are_another_item() -> None:
+    # an animation's frames come with indexes of their own (services/router/frames.py): the same bytes at
+    # other indexes must not share a cached verdict whose evidence names the indexes
+    cached, fake = make()
+    fake.models.update({"vision": [("opennsfw", "1")], "ocr": [("ppocr", "1")]})
+    header = ImageHeader("PNG", 4, 4)
+    first = ValidItem("it", (TextPart(0, "you idiot"), ImagePart(1, b"a", header), ImagePart(2, b"b", header)))
+    second = ValidItem("it", (TextPart(0, "you idiot"), ImagePart(2, b"a", header), ImagePart(1, b"b", header)))
+    for one in (first, second, first):
+        asyncio.run(cached.run(selection(), one, deadline=1e12, requester=REQUESTER))
+    assert fake.calls == 2
 
 
 def test_exact_text_keys_do_not_merge_spellings() -> None:

@@ -1,25 +1,38 @@
 """Animated images judged on a sample of their frames (services/router/frames.py), with real GIF, WebP and APNG
-files written by Pillow."""
+files written by Pillow; among them the tricks an outside review tried (decoy frames, colour-only text, a
+light caption on a large frame, a frame larger than the screen)."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import struct
+import threading
+import time
+from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
 from bench.render import render_photo_like
-from services.common.errors import InvalidRequestError, LimitExceededError
-from services.common.image_decode import inspect_image
+from services.common.errors import DeadlineExceededError, InvalidRequestError, LimitExceededError
+from services.common.image_decode import ImageHeader, inspect_image
 from services.router.config import RequestLimits
+from services.router.frames import (FRAMES_STAGE, FrameDecoder, FrameLimits, pick_frames, sample_frames, thumbnail_side,
+                                    with_frames)
 from services.router.fusion import (ImageScoreEvidence, MatchEvidence, OcrLineEvidence, OcrLineFinding, TextSpanEvidence,
                                     Verdict)
-from services.router.frames import expand_animations, pick_distinct, sample_frames, with_frames
-from services.router.validation import ImagePart, RawPart, TextPart, validate_item
+from services.router.validation import ImagePart, RawPart, TextPart, ValidItem, validate_item
 
 GREY = (128, 128, 128)
+LIMITS = FrameLimits.of(RequestLimits())
+
+
+def save(frames: list[Image.Image], fmt: str, durations: int | list[int] = 40, **options: Any) -> bytes:
+    out = io.BytesIO()
+    frames[0].save(out, fmt, save_all=True, append_images=frames[1:], duration=durations, loop=0, **options)
+    return out.getvalue()
 
 
 def animation(fmt: str, count: int, marked: dict[int, tuple[int, int, int]] | None = None,
@@ -34,10 +47,7 @@ def animation(fmt: str, count: int, marked: dict[int, tuple[int, int, int]] | No
         if marked and index in marked:
             ImageDraw.Draw(frame).rectangle((8, 8, 40, 40), fill=marked[index])
         frames.append(frame)
-    out = io.BytesIO()
-    extra = {"lossless": True} if fmt == "WEBP" else {}  # lossy WebP smooths the noise away and merges the frames
-    frames[0].save(out, fmt, save_all=True, append_images=frames[1:], duration=40, loop=0, **extra)
-    return out.getvalue()
+    return save(frames, fmt, **({"lossless": True} if fmt == "WEBP" else {}))  # lossy WebP would merge the copies
 
 
 def pixel(data: bytes, at: tuple[int, int] = (20, 20)) -> tuple[int, ...]:
@@ -45,31 +55,64 @@ def pixel(data: bytes, at: tuple[int, int] = (20, 20)) -> tuple[int, ...]:
         return tuple(image.convert("RGB").getpixel(at))  # type: ignore[arg-type]
 
 
+def kept(data: bytes, limits: FrameLimits = LIMITS) -> list[int]:
+    return [f.index for f in sample_frames(data, limits).frames]
+
+
 def test_the_first_frame_then_the_most_different_are_kept() -> None:
-    flat, bright, dim = np.zeros((4, 4)), np.full((4, 4), 200.0), np.full((4, 4), 60.0)
+    flat, bright, dim = (np.full((4, 4, 1), v) for v in (0.0, 200.0, 60.0))
     frames = np.stack([flat, flat, dim, flat, bright, flat, dim])
-    assert pick_distinct(frames, 8) == [0, 2, 4]          # copies of kept frames add nothing
-    assert pick_distinct(frames, 2) == [0, 4]             # the farthest first
-    assert pick_distinct(frames, 1) == [0]
-    assert pick_distinct(np.stack([flat] * 50), 8) == [0]  # a still animation is one frame
-    ramp = np.stack([np.full((4, 4), float(i)) for i in range(100)])
-    assert pick_distinct(ramp, 3) == [0, 49, 99]          # spread over a slow change (ties: earliest)
-    assert pick_distinct(np.zeros((0, 4, 4)), 8) == []
+    none = np.zeros(len(frames))
+    assert pick_frames(frames, none, 8, 1.0) == ([0, 2, 4], 3)  # copies of kept frames add nothing
+    assert pick_frames(frames, none, 2, 1.0) == ([0, 4], 3)     # the farthest first; three distinct frames in all
+    assert pick_frames(frames, none, 1, 1.0) == ([0], 3)
+    assert pick_frames(np.stack([flat] * 50), np.zeros(50), 8, 1.0) == ([0], 1)  # a still animation is one frame
+    ramp = np.stack([np.full((4, 4, 1), float(i)) for i in range(100)])
+    assert pick_frames(ramp, np.zeros(100), 3, 1.0)[0] == [0, 49, 99]  # spread over a slow change (ties: earliest)
+    assert pick_frames(np.zeros((0, 4, 4, 1)), np.zeros(0), 8, 1.0) == ([], 0)
+
+
+def test_a_frame_that_holds_the_screen_is_kept_however_many_brief_frames_surround_it() -> None:
+    # frame 0 black; frames 1-7 flash for 20 ms each, each unlike every other; frame 8 shows for 5 s
+    frames = [Image.new("RGB", (96, 96), (0, 0, 0))]
+    for index in range(1, 8):
+        flash = Image.new("RGB", (96, 96), (0, 0, 0))
+        ImageDraw.Draw(flash).rectangle((index * 10, 0, index * 10 + 9, 95), fill=(255, 255, 255))
+        frames.append(flash)
+    held = Image.new("RGB", (96, 96), (0, 0, 0))
+    ImageDraw.Draw(held).text((5, 40), "held words", fill=(255, 255, 255))
+    frames.append(held)
+    sample = sample_frames(save(frames, "GIF", [500] + [20] * 7 + [5000]), LIMITS)
+    assert 8 in [f.index for f in sample.frames] and len(sample.frames) == 8
+    assert sample.distinct == 9  # one distinct frame was left out: reported as a degradation by `expand`
+
+
+@pytest.mark.parametrize("fmt, options", [("GIF", {}), ("WEBP", {"lossless": True})])
+def test_text_that_differs_only_in_colour_is_a_new_frame(fmt: str, options: dict[str, Any]) -> None:
+    frames = [Image.new("RGB", (300, 200), (0, 130, 0)) for _ in range(6)]
+    ImageDraw.Draw(frames[4]).text((20, 80), "red words on green", fill=(255, 0, 1))  # the same brightness
+    assert len(sample_frames(save(frames, fmt, **options), LIMITS).frames) == 2
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "WEBP"])
+def test_a_light_caption_on_a_large_clean_frame_is_a_new_frame(fmt: str) -> None:
+    frames = [Image.new("RGB", (2000, 1500), GREY) for _ in range(6)]
+    ImageDraw.Draw(frames[3]).text((500, 700), "light grey caption here", fill=(160, 160, 160))
+    assert len(sample_frames(save(frames, fmt), LIMITS).frames) == 2
 
 
 @pytest.mark.parametrize("fmt", ["GIF", "WEBP", "PNG"])
 def test_a_frame_hidden_among_copies_is_kept_and_sent_as_a_still(fmt: str) -> None:
-    data = animation(fmt, 40, {23: (0, 0, 0)})
-    frames = sample_frames(data, 8, 10 * 1024 * 1024)
-    assert [f.index for f in frames] == [0, 23]
-    for frame in frames:
+    sample = sample_frames(animation(fmt, 40, {23: (0, 0, 0)}), LIMITS)
+    assert [f.index for f in sample.frames] == [0, 23] and sample.distinct == 2
+    for frame in sample.frames:
         header = inspect_image(frame.data)  # the modality services' own check: a still image they take
         assert (header.format, header.width, header.height, header.animated) == ("PNG", 64, 48, False)
-    assert abs(pixel(frames[0].data)[0] - GREY[0]) <= 8 and pixel(frames[1].data) == (0, 0, 0)
+    assert abs(pixel(sample.frames[0].data)[0] - GREY[0]) <= 8 and pixel(sample.frames[1].data) == (0, 0, 0)
 
 
 @pytest.mark.parametrize("fmt, options", [("GIF", {}), ("WEBP", {"quality": 60})])
-def test_a_short_caption_in_one_frame_of_a_noisy_clip_is_kept(fmt: str, options: dict[str, int]) -> None:
+def test_a_short_caption_in_one_frame_of_a_noisy_clip_is_kept(fmt: str, options: dict[str, Any]) -> None:
     # a photo with camera noise in every frame; frame 5 alone carries a caption in small type (80 x 11 pixels
     # of a 500 x 500 frame): a mean over the whole frame cannot tell it from the noise, a block can
     base = np.asarray(Image.open(io.BytesIO(render_photo_like((500, 500), seed=3))).convert("RGB"), dtype=np.int16)
@@ -80,39 +123,73 @@ def test_a_short_caption_in_one_frame_of_a_noisy_clip_is_kept(fmt: str, options:
         if index == 5:
             ImageDraw.Draw(frame).text((200, 300), "kill them all", fill=(255, 255, 255))
         frames.append(frame)
-    out = io.BytesIO()
-    frames[0].save(out, fmt, save_all=True, append_images=frames[1:], duration=40, loop=0, **options)
-    assert [f.index for f in sample_frames(out.getvalue(), 8, 10 * 1024 * 1024)] == [0, 5]
+    assert kept(save(frames, fmt, **options)) == [0, 5]
 
 
 def test_at_most_the_sample_size_of_frames_is_kept() -> None:
     marks = {i: (i * 6, 255 - i * 6, (i * 40) % 256) for i in range(1, 40)}
-    frames = sample_frames(animation("WEBP", 40, marks), 5, 10 * 1024 * 1024)
-    assert len(frames) == 5 and frames[0].index == 0
+    sample = sample_frames(animation("WEBP", 40, marks), FrameLimits.of(RequestLimits(frames_sampled=5)))
+    assert len(sample.frames) == 5 and sample.frames[0].index == 0 and sample.distinct > 5
 
 
-def test_a_frame_over_the_byte_limit_goes_as_jpeg_or_is_refused() -> None:
-    noise = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
-    out = io.BytesIO()
-    first = Image.fromarray(noise)
-    first.save(out, "WEBP", save_all=True, append_images=[Image.new("RGB", (64, 48), GREY)], lossless=True)
-    png_size = len(sample_frames(out.getvalue(), 8, 10 * 1024 * 1024)[0].data)
-    frames = sample_frames(out.getvalue(), 8, png_size - 1)
-    assert frames[0].format == "JPEG" and inspect_image(frames[0].data).format == "JPEG"
-    with pytest.raises(LimitExceededError, match="bytes as a still image; the limit is 100 bytes"):
-        sample_frames(out.getvalue(), 8, 100)
+def test_thumbnails_grow_with_the_frame_and_stay_within_their_budget() -> None:
+    assert thumbnail_side(64, 48) == 64 and thumbnail_side(500, 300) == 128
+    assert thumbnail_side(8000, 4000) == 500 and thumbnail_side(200, 200, frames=1000) == 88
+
+
+def gif_with_a_frame_larger_than_its_screen(side: int) -> bytes:
+    """A 16 x 16 screen, then a frame of `side` x `side` (its descriptor says so; the decoder would grow the canvas)."""
+    small = save([Image.new("RGB", (16, 16), (255, 255, 255)), Image.new("RGB", (16, 16), (0, 0, 0))], "GIF")
+    at = small.rindex(b",")  # the second frame's image descriptor
+    return small[:at + 5] + struct.pack("<HH", side, side) + small[at + 9:]
+
+
+def test_a_frame_larger_than_the_screen_is_refused_before_it_is_decoded() -> None:
+    bomb = gif_with_a_frame_larger_than_its_screen(9000)
+    with pytest.raises(InvalidRequestError, match=r"image is 9000x9000; each side must be 1..8192 pixels"):
+        validate_item("i", [RawPart(None, bomb)], RequestLimits())  # from the blocks, not the screen
+    with pytest.raises(LimitExceededError, match=r"^frame 1 is 9000x9000 as decoded"):
+        sample_frames(bomb, LIMITS)  # and again as decoded, were it to get there
+
+
+def test_a_decode_past_its_deadline_stops_and_says_so() -> None:
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(DeadlineExceededError):
+        sample_frames(animation("GIF", 5, {3: (0, 0, 0)}), LIMITS, stop)
+    item = validate_item("i", [RawPart(None, animation("GIF", 5, {3: (0, 0, 0)}))], RequestLimits())
+    with pytest.raises(DeadlineExceededError, match=r"^item.parts\[0\].image: the deadline passed"):
+        asyncio.run(FrameDecoder().expand(item, RequestLimits(), tenant="a", deadline=time.monotonic() - 1))
+
+
+def test_a_tenant_with_too_many_animations_decoding_is_refused_and_others_are_not() -> None:
+    limits = RequestLimits()
+    item = validate_item("i", [RawPart(None, animation("GIF", 30, {9: (0, 0, 0)}, size=(400, 300)))], limits)
+
+    async def flood() -> list[object]:
+        decoder = FrameDecoder(threads=1, per_tenant=2, max_waiting=8)
+        deadline = time.monotonic() + 30
+        tries = [decoder.expand(item, limits, tenant="loud", deadline=deadline) for _ in range(4)]
+        tries.append(decoder.expand(item, limits, tenant="quiet", deadline=deadline))
+        return list(await asyncio.gather(*tries, return_exceptions=True))
+
+    outcomes = asyncio.run(flood())
+    refused = [o for o in outcomes[:4] if isinstance(o, LimitExceededError)]
+    assert len(refused) == 2 and "2 animations of this tenant are being decoded" in str(refused[0])
+    assert not isinstance(outcomes[4], BaseException)  # the other tenant is served
 
 
 def test_an_item_gets_its_frames_as_parts_and_the_evidence_names_the_frame() -> None:
     limits = RequestLimits()
     gif = animation("GIF", 30, {7: (0, 0, 0), 19: (255, 255, 255)})
     item = validate_item("i", [RawPart("hello", None), RawPart(None, gif), RawPart(None, animation("PNG", 1))], limits)
-    expanded, frames = asyncio.run(expand_animations(item, limits))
+    expanded, frames = asyncio.run(FrameDecoder().expand(item, limits, tenant="a", deadline=time.monotonic() + 30))
     assert [(type(p).__name__, p.index) for p in expanded.parts] == [
         ("TextPart", 0), ("ImagePart", 1), ("ImagePart", 3), ("ImagePart", 4), ("ImagePart", 2)]
-    assert frames == {1: (1, 0), 3: (1, 7), 4: (1, 19)}
+    assert frames == {1: (1, 0), 3: (1, 7), 4: (1, 19)} and expanded.failures == ()
     assert isinstance(expanded.parts[0], TextPart) and all(not p.header.animated for p in expanded.images)
     assert expanded.images[-1].data == item.images[-1].data  # a still part goes on as it came
+    assert [p.field for p in expanded.images] == ["parts[1] frame 0", "parts[1] frame 7", "parts[1] frame 19", "parts[2]"]
     line = OcrLineFinding(4, 0, "hidden words", 0.9, ((0, 0), (9, 0), (9, 9), (0, 9)))
     verdict = Verdict("block", [], [TextSpanEvidence("harassment", 4, 0, 6, "hidden", ocr_line=0),
                                     OcrLineEvidence("harassment", 4, line), ImageScoreEvidence("sexual", 3, "nsfw", {"sexual": 0.9}),
@@ -124,14 +201,24 @@ def test_an_item_gets_its_frames_as_parts_and_the_evidence_names_the_frame() -> 
     assert with_frames(verdict, {}) is verdict
 
 
+def test_distinct_frames_left_out_are_a_frames_stage_failure() -> None:
+    limits = RequestLimits(frames_sampled=3)
+    marks = {i: (i * 25, 255 - i * 25, 0) for i in range(1, 8)}
+    item = validate_item("i", [RawPart(None, animation("GIF", 8, marks))], limits)
+    expanded, _ = asyncio.run(FrameDecoder().expand(item, limits, tenant="a", deadline=time.monotonic() + 30))
+    assert [(f.stage, f.reason) for f in expanded.failures] == [
+        (FRAMES_STAGE, "parts[0]: 3 of its 8 distinct frames judged (limits.frames_sampled)")]
+
+
 def test_an_item_without_animations_comes_back_as_it_is() -> None:
     item = validate_item("i", [RawPart("hello", None)], RequestLimits())
-    assert asyncio.run(expand_animations(item, RequestLimits())) == (item, {})
+    assert asyncio.run(FrameDecoder().expand(item, RequestLimits(), tenant="a", deadline=time.monotonic())) == (item, {})
 
 
 def test_frames_that_cannot_be_decoded_are_refused_naming_the_part() -> None:
-    data = animation("GIF", 10, {5: (0, 0, 0)})
-    item = validate_item("i", [RawPart(None, data[:len(data) // 2])], RequestLimits())
-    assert isinstance(item.parts[0], ImagePart)
-    with pytest.raises(InvalidRequestError, match=r"^items\[2\].parts\[0\].image: animation frames are corrupt or truncated"):
-        asyncio.run(expand_animations(item, RequestLimits(), "items[2]"))
+    data = animation("WEBP", 10, {5: (0, 0, 0)})
+    # the header reads, the frames do not (validation passes a file truncated after its first frames)
+    item = ValidItem("i", (ImagePart(0, data[:len(data) // 2], ImageHeader("WEBP", 64, 48, 10, True)),))
+    with pytest.raises(InvalidRequestError, match=r"^items\[2\].parts\[0\].image: animation"):
+        asyncio.run(FrameDecoder().expand(item, RequestLimits(), tenant="a", deadline=time.monotonic() + 30,
+                                          where="items[2]"))

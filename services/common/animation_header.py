@@ -1,0 +1,86 @@
+"""What an animation's blocks say, read without decoding a pixel: a GIF's frames and their extents, an APNG's
+frame controls. Pure; bounded work (a walk over the file's block headers, stopping at a frame cap).
+
+Pillow's own frame count for a GIF walks every frame (0.9 s for a 10 MiB file of 419,429 one-pixel frames),
+and its decoder grows the canvas to fit a frame larger than the screen the header declares (a 16 x 16 GIF
+whose frames are 9,000 x 9,000 decodes 1.5 GB). `gif_frames` reads both from the blocks, stopping after
+`cap` frames, so a frame bomb is refused before anything is decoded. `apng_frame_controls` counts an APNG's
+frame control chunks: a count that differs from the one its animation chunk declares is an error by the
+APNG specification, and decoders disagree on what it shows.
+
+Example::
+
+    gif_frames(open("cat.gif", "rb").read(), cap=1000)   # GifFrames(count=24, width=480, height=270)
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+__all__ = ["GifFrames", "apng_frame_controls", "gif_frames"]
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class GifFrames:
+    """Frames counted (at most the cap + 1), and the canvas they need: the screen, grown to every frame's extent."""
+
+    count: int
+    width: int
+    height: int
+
+
+def gif_frames(data: bytes, cap: int) -> GifFrames:
+    """The frames of the GIF `data` (ValueError for a malformed block structure), counting at most `cap` + 1."""
+    if data[:3] != b"GIF" or len(data) < 13:
+        raise ValueError("not a GIF")
+    width, height, flags = struct.unpack_from("<HHB", data, 6)
+    position = 13 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
+    count = 0
+    while count <= cap:
+        if position >= len(data):
+            raise ValueError("truncated before its trailer")
+        block = data[position]
+        if block == 0x3B:  # trailer
+            break
+        if block == 0x21:  # extension: label, then sub-blocks
+            position = _skip_sub_blocks(data, position + 2)
+        elif block == 0x2C:  # image descriptor: left, top, width, height, flags; optional local colour table
+            if position + 10 > len(data):
+                raise ValueError("truncated image descriptor")
+            left, top, frame_width, frame_height, local = struct.unpack_from("<HHHHB", data, position + 1)
+            width, height = max(width, left + frame_width), max(height, top + frame_height)
+            position += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0)
+            position = _skip_sub_blocks(data, position + 1)  # LZW minimum code size, then the image data
+            count += 1
+        else:
+            raise ValueError(f"unknown block 0x{block:02x} at byte {position}")
+    return GifFrames(count, width, height)
+
+
+def _skip_sub_blocks(data: bytes, position: int) -> int:
+    """The position after the sub-blocks starting at `position` (each a length byte and that many bytes; 0 ends)."""
+    while True:
+        if position >= len(data):
+            raise ValueError("truncated data sub-blocks")
+        size = data[position]
+        position += 1 + size
+        if size == 0:
+            return position
+
+
+def apng_frame_controls(data: bytes) -> int:
+    """How many frame control chunks (fcTL) the PNG `data` holds (ValueError for a malformed chunk structure)."""
+    if data[:8] != _PNG_SIGNATURE:
+        raise ValueError("not a PNG")
+    position, controls = 8, 0
+    while position + 8 <= len(data):
+        length, kind = struct.unpack_from(">I4s", data, position)
+        if kind == b"fcTL":
+            controls += 1
+        elif kind == b"IEND":
+            return controls
+        position += 12 + length
+    return controls
