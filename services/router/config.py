@@ -118,6 +118,9 @@ class RequestLimits:
     max_animation_frames: int = 1000
     max_animation_pixels: int = 40_000_000
     frames_sampled: int = 8
+    #: Frames one item's animations send on in all (each animation gets its share, at least 1, at most
+    #: `frames_sampled`): an item of many animations costs the image services at most this many images.
+    max_frames_per_item: int = 32
     #: Item.metadata (stored in the audit log with each decision): entries, and characters per key and value.
     max_metadata_entries: int = 32
     max_metadata_key_chars: int = 64

@@ -330,9 +330,11 @@ class FrameDecoder:
         animated = [p for p in item.images if p.header.animated]
         if not animated:
             return item, {}
+        share = max(1, min(limits.frames_sampled, limits.max_frames_per_item // len(animated)))
+        frame_limits = replace(FrameLimits.of(limits), sampled=share)
         sampled: dict[int, Sample] = {}
         for part in animated:  # one at a time: a job is one animation, so others' jobs interleave with these
-            sampled[part.index] = await self._decode(part, FrameLimits.of(limits), tenant, deadline,
+            sampled[part.index] = await self._decode(part, frame_limits, tenant, deadline,
                                                      f"{where}.parts[{part.index}].image")
         return _expanded(item, sampled)
 
@@ -387,7 +389,8 @@ def _expanded(item: ValidItem, sampled: Mapping[int, Sample]) -> tuple[ValidItem
             parts.append(ImagePart(index, frame.data, header, (part.index, frame.index)))
         if sample.distinct > len(sample.frames):
             failures.append(StageFailure(FRAMES_STAGE, f"parts[{part.index}]: {len(sample.frames)} of its "
-                                         f"{sample.distinct} distinct frames judged (limits.frames_sampled)"))
+                                         f"{sample.distinct} distinct frames judged (limits.frames_sampled, "
+                                         f"limits.max_frames_per_item)"))
     return ValidItem(item.id, tuple(parts), tuple(failures)), frames
 
 

@@ -207,7 +207,16 @@ def test_distinct_frames_left_out_are_a_frames_stage_failure() -> None:
     item = validate_item("i", [RawPart(None, animation("GIF", 8, marks))], limits)
     expanded, _ = asyncio.run(FrameDecoder().expand(item, limits, tenant="a", deadline=time.monotonic() + 30))
     assert [(f.stage, f.reason) for f in expanded.failures] == [
-        (FRAMES_STAGE, "parts[0]: 3 of its 8 distinct frames judged (limits.frames_sampled)")]
+        (FRAMES_STAGE, "parts[0]: 3 of its 8 distinct frames judged (limits.frames_sampled, limits.max_frames_per_item)")]
+
+
+def test_an_items_animations_share_its_frame_budget() -> None:
+    limits = RequestLimits(max_frames_per_item=6)
+    marks = {i: (i * 25, 255 - i * 25, 0) for i in range(1, 8)}
+    parts = [RawPart(None, animation("GIF", 8, marks)) for _ in range(3)]
+    item = validate_item("i", parts, limits)
+    expanded, _ = asyncio.run(FrameDecoder().expand(item, limits, tenant="a", deadline=time.monotonic() + 30))
+    assert len(expanded.images) == 6 and len(expanded.failures) == 3  # two frames each, the rest reported
 
 
 def test_an_item_without_animations_comes_back_as_it_is() -> None:
