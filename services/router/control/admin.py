@@ -30,8 +30,10 @@ from services.router.control.appeals import APPEAL_TASK_PREFIX, Appeal, appeal_t
 from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
-from services.router.control.label_store import DEFAULT_PAGE, Label, LabelRepository, Submitted, check_room
+from services.router.control.label_store import (DEFAULT_PAGE, MAX_ITEMS_PER_CALL, Label, LabelRepository, Submitted,
+                                                 check_room)
 from services.router.control.reasons import StatementOfReasons, statement_of_reasons
+from services.router.control.task_labels import is_appeal_task, label_for_task
 from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewTask, ReviewTasks
 from services.router.control.control import PolicyControl
 from services.router.control.versions import Kind, TENANTS_NAME, diff, unified_diff
@@ -192,11 +194,17 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; labels are stored one tenant at a time")
         items = [Label(i.item_id, i.text, {c: int(v) for c, v in i.labels.items()}, i.reviewer, i.labelled_at)
                  for i in request.items]
+        tasks = {index: i.task_id for index, i in enumerate(request.items) if not i.text}
 
         def work(key: AdminKey) -> Submitted:
             if request.tenant not in self.control.runtime.snapshot.tenants.tenants:
                 raise NotFoundError(f"tenant: no tenant {request.tenant!r} in the active tenants version")
-            return self._label_store().submit(request.tenant, items)
+            store = self._label_store()
+            if len(items) <= MAX_ITEMS_PER_CALL:  # a longer call is refused by the store, naming the bound
+                for index, task_id in tasks.items():  # labels naming their review task: the decision's kept text
+                    record = self.audit.get(request.tenant, self._decision_of(request.tenant, task_id)) if task_id else None
+                    items[index] = label_for_task(items[index], record, task_id, f"items[{index}]")
+            return store.submit(request.tenant, items)
         done = await self._run(context, request.tenant, work)
         return apb.SubmitLabelsResponse(added=done.added, replaced=done.replaced, tenant_total=done.tenant_total)
 
@@ -341,6 +349,13 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         answer = appeal_message(resolved)
         answer.labelled = labelled
         return answer
+
+    def _decision_of(self, tenant: str, task_id: str) -> str:
+        """The audit id of review task `task_id`'s decision: the task id itself, or an appeal's decision."""
+        if not is_appeal_task(task_id):
+            return task_id
+        appeal = self.labels.get_appeal(tenant, task_id[len(APPEAL_TASK_PREFIX):]) if self.labels is not None else None
+        return appeal.audit_id if appeal is not None else ""
 
     def _appeals_of_tasks(self, tenant: str, tasks: list[ReviewTask]) -> dict[str, Appeal]:
         """The appeals the appeal tasks among `tasks` are about, by task id (an appeal deleted since is left out)."""

@@ -387,6 +387,38 @@ async def test_a_resolved_appeal_with_the_items_text_becomes_its_label(admin: Ad
                                                                      metadata=scoped)).items}
 
 
+async def test_a_label_may_name_its_review_task_instead_of_the_text(admin: AdminApi) -> None:
+    from tests.unit.router.control.test_audit import TEXT, record_for
+
+    stub, scoped = admin.stub, admin_key(SCOPED_KEY)
+    kept = record_for("a", item="m-1", include_content=True, at=time.time() - 60)
+    bare = record_for("a", item="m-2", at=time.time() - 60)
+    theirs = record_for("b", item="b-1", include_content=True, at=time.time() - 60)
+    for record in (kept, bare, theirs):
+        admin.audit.append(record)
+    appeal = await stub.SubmitAppeal(apb.SubmitAppealRequest(tenant="a", audit_id=kept.audit_id, appellant="u"),
+                                     metadata=scoped)
+    done = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[
+        apb.LabelledItem(task_id=kept.audit_id, labels={"harassment": True}, reviewer="rev-1"),
+        apb.LabelledItem(item_id="own-id", task_id=f"appeal:{appeal.appeal_id}", labels={"hate": False}),
+        apb.LabelledItem(item_id="m-9", text="sent text", task_id=bare.audit_id, labels={"spam": False})]),
+        metadata=scoped)
+    assert done.added == 3
+    exported = {i.item_id: (i.text, dict(i.labels)) for i in
+                (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=scoped)).items}
+    assert exported == {"m-1": (TEXT, {"harassment": True}), "own-id": (TEXT, {"hate": False}),
+                        "m-9": ("sent text", {"spam": False})}
+    for task_id, message in ((bare.audit_id, "items[0].text: the decision of task"),
+                             (theirs.audit_id, "items[0].task_id: no decision of task"),  # another tenant's: not found
+                             ("appeal:nope", "items[0].task_id: no decision of task"),
+                             ("", "items[0].task_id: a review task's id")):
+        refused = stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[
+            apb.LabelledItem(task_id=task_id, labels={"hate": True})]), metadata=scoped)
+        code, details = await status_of(refused)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(message), details
+    assert theirs.content and TEXT not in details
+
+
 async def test_a_statement_names_the_tenants_own_redress(admin: AdminApi) -> None:
     import yaml
 
