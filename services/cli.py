@@ -7,6 +7,7 @@
     auditmesh reasons AUDIT_ID --tenant acme   # a decision's statement of reasons (DSA Article 17) as JSON
     auditmesh appeals submit AUDIT_ID --tenant acme --appellant user-81 --statement "..."   # a user's appeal
     auditmesh appeals resolve APPEAL_ID --tenant acme --outcome reversed --reviewer rev-7 --text "..."   # + a label
+    auditmesh tenants purge initech      # erase a removed tenant's labels, appeals, review tasks, audit records
     auditmesh banks create spam_waves --shared --category spam   # known-content banks (services/match/)
     auditmesh banks add spam_waves --text "..." --image known.jpg
     auditmesh banks import spam_waves hashes.txt --format threatexchange   # or csv, hma_json; `banks export` too
@@ -150,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     for action in (submit, resolve):
         action.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
         add_admin_arguments(action)
+    tenants = commands.add_parser("tenants", help="what the mesh keeps of tenants (PolicyAdmin)")
+    tenant_actions = tenants.add_subparsers(dest="action", required=True)
+    purge = tenant_actions.add_parser("purge", help="erase the labels, appeals, review tasks and audit records of a tenant "
+                                      "removed from the tenants file (a global admin key)")
+    purge.add_argument("tenant", metavar="TENANT", help="the removed tenant's id")
+    add_admin_arguments(purge)
     banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
     banks.add_argument("--store", type=Path, default=Path(os.environ.get("AUDITMESH_BANKS_PATH") or "var/banks.sqlite"),
                        help="the bank store the match service reads (config/match.yaml match.banks_path; default: env "
@@ -311,14 +318,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return labels(args)
     if args.command == "banks":
         return banks(args)
-    if args.command in ("reasons", "appeals"):
+    if args.command in ("reasons", "appeals", "tenants"):
         return decision_command(args)
     return moderate(args)
 
 
 def decision_command(args: argparse.Namespace) -> int:
-    """`auditmesh reasons` and `auditmesh appeals submit|resolve`: one PolicyAdmin call, its answer printed as
-    JSON, or the refusal (exit 1; exit 2 without an admin key)."""
+    """`auditmesh reasons`, `auditmesh appeals submit|resolve` and `auditmesh tenants purge`: one PolicyAdmin call,
+    its answer printed as JSON, or the refusal (exit 1; exit 2 without an admin key)."""
     from auditmesh.v1 import admin_pb2 as apb
     from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
@@ -334,6 +341,8 @@ def decision_command(args: argparse.Namespace) -> int:
             if args.command == "reasons":
                 answer: Any = stub.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(
                     tenant=args.tenant, audit_id=args.audit_id), metadata=metadata, timeout=30.0)
+            elif args.command == "tenants":
+                answer = stub.PurgeTenant(apb.PurgeTenantRequest(tenant=args.tenant), metadata=metadata, timeout=120.0)
             elif args.action == "submit":
                 answer = stub.SubmitAppeal(apb.SubmitAppealRequest(tenant=args.tenant, audit_id=args.audit_id,
                                                                    appellant=args.appellant, statement=args.statement),

@@ -423,3 +423,20 @@ def test_review_tasks_wait_out_a_postgresql_outage() -> None:
         assert written == 1
         assert [t.task_id for t in queue.lease("acme", limit=10, visibility_s=60)] == ["acme-1"]
         queue.close()
+
+
+def test_a_removed_tenants_data_is_purged_from_every_shared_store(dsn: str) -> None:
+    audit, reviews, labels = PostgresAuditLog(dsn), PostgresReviewQueue(dsn), PostgresLabelStore(dsn)
+    now = time.time()
+    for tenant in ("gone", "stays"):
+        decision = record(tenant, 1, now)
+        audit.append(decision)
+        reviews.offer(decision, "review")  # buffered: written by the purge's flush, then deleted
+        labels.submit(tenant, [Label("i1", "text", {"spam": 1}, "rev")])
+        labels.add_appeal(new_appeal(tenant, decision, appellant="u", statement="", now=now))
+    assert (labels.purge_tenant("gone"), reviews.purge_tenant("gone"), audit.purge_tenant("gone")) == ((1, 1), 1, 1)
+    assert (labels.count("gone"), reviews.pending("gone"), audit.get("gone", "gone-1")) == (0, 0, None)
+    assert (labels.count("stays"), reviews.pending("stays")) == (1, 1) and audit.get("stays", "stays-1") is not None
+    assert labels.appeals_of("stays", "stays-1") and not labels.appeals_of("gone", "gone-1")
+    for store in (audit, reviews, labels):
+        store.close()

@@ -350,6 +350,23 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         answer.labelled = labelled
         return answer
 
+    async def PurgeTenant(self, request: apb.PurgeTenantRequest, context: grpc.aio.ServicerContext) -> apb.PurgeTenantResponse:
+        if not request.tenant:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; the id of a tenant removed from the "
+                                                                  "tenants file")
+
+        def work(key: AdminKey) -> apb.PurgeTenantResponse:
+            if request.tenant in self.control.runtime.snapshot.tenants.tenants:
+                raise FailedPreconditionError(f"tenant: {request.tenant!r} is in the active tenants version; remove it from "
+                                              f"the tenants file (PutVersion TENANTS) before purging its data")
+            labels, appeals = self.labels.purge_tenant(request.tenant) if self.labels is not None else (0, 0)
+            tasks = self.reviews.purge_tenant(request.tenant) if self.reviews is not None else 0
+            records = self.audit.purge_tenant(request.tenant)
+            log.warning("tenant %r purged by admin key %r: %d labels, %d appeals, %d review tasks, %d audit records",
+                        request.tenant, key.name, labels, appeals, tasks, records)
+            return apb.PurgeTenantResponse(labels=labels, appeals=appeals, review_tasks=tasks, audit_records=records)
+        return await self._run(context, "", work)  # "": a global key only
+
     def _decision_of(self, tenant: str, task_id: str) -> str:
         """The audit id of review task `task_id`'s decision: the task id itself, or an appeal's decision."""
         if not is_appeal_task(task_id):

@@ -214,6 +214,13 @@ class PostgresAuditLog:
         text, blob = rows[0]
         return AuditRecord.from_json_dict(json.loads(text if text is not None else zlib.decompress(blob).decode()))
 
+    def purge_tenant(self, tenant: str) -> int:
+        """Delete every record of `tenant`, pending ones written first (see AuditStore.purge_tenant)."""
+        self.flush()
+        with self._db.transaction() as cursor:
+            cursor.execute("DELETE FROM audit_records WHERE tenant = %s", (tenant,))
+            return max(int(cursor.rowcount), 0)
+
     def close(self) -> None:
         self.flush()
         if self._pending:

@@ -74,6 +74,8 @@ class AuditLog(Protocol):
 
     def get(self, tenant: str, audit_id: str) -> AuditRecord | None: ...
 
+    def purge_tenant(self, tenant: str) -> int: ...
+
     def close(self) -> None: ...
 
 
@@ -176,6 +178,13 @@ class AuditStore:
         with self._lock:
             row = self._db.execute("SELECT record FROM audit WHERE audit_id = ? AND tenant = ?", (audit_id, tenant)).fetchone()
         return AuditRecord.from_json_dict(json.loads(decode(row[0]))) if row else None
+
+    def purge_tenant(self, tenant: str) -> int:
+        """Delete every record of `tenant`, pending ones written first (a tenant removed from the mesh;
+        PolicyAdmin PurgeTenant); how many."""
+        self.flush()
+        with self._lock:
+            return int(self._db.execute("DELETE FROM audit WHERE tenant = ?", (tenant,)).rowcount)
 
     def close(self) -> None:
         self.flush()

@@ -131,6 +131,8 @@ class LabelRepository(Protocol):
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int: ...
 
+    def purge_tenant(self, tenant: str) -> tuple[int, int]: ...
+
     def add_appeal(self, appeal: Appeal) -> None: ...
 
     def get_appeal(self, tenant: str, appeal_id: str) -> Appeal | None: ...
@@ -248,6 +250,13 @@ class LabelStore:
             self._db.executemany("DELETE FROM appeals WHERE tenant = ? AND item_id = ?", [(tenant, i) for i in unique])
             return sum(self._db.execute("DELETE FROM labels WHERE tenant = ? AND item_id = ?", (tenant, item_id)).rowcount
                        for item_id in unique)
+
+    def purge_tenant(self, tenant: str) -> tuple[int, int]:
+        """Delete every label and appeal of `tenant` (a tenant removed from the mesh; PolicyAdmin PurgeTenant),
+        in one transaction: (labels, appeals) deleted."""
+        with self._lock, write_transaction(self._db):
+            appeals = int(self._db.execute("DELETE FROM appeals WHERE tenant = ?", (tenant,)).rowcount)
+            return int(self._db.execute("DELETE FROM labels WHERE tenant = ?", (tenant,)).rowcount), appeals
 
     def add_appeal(self, appeal: Appeal) -> None:
         """Store a new appeal (services/router/control/appeals.py); LimitExceededError when its tenant holds

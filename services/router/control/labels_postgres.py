@@ -92,6 +92,14 @@ class PostgresLabelStore:
             cursor.execute("DELETE FROM labels WHERE tenant = %s AND item_id = ANY(%s)", (tenant, unique))
             return int(cursor.rowcount)
 
+    def purge_tenant(self, tenant: str) -> tuple[int, int]:
+        """Delete every label and appeal of `tenant` in one transaction (see LabelStore.purge_tenant)."""
+        with self._db.transaction() as cursor:
+            cursor.execute("DELETE FROM appeals WHERE tenant = %s", (tenant,))
+            appeals = int(cursor.rowcount)
+            cursor.execute("DELETE FROM labels WHERE tenant = %s", (tenant,))
+            return int(cursor.rowcount), appeals
+
     def add_appeal(self, appeal: Appeal) -> None:
         """Store a new appeal (see LabelStore.add_appeal)."""
         with self._db.transaction() as cursor:

@@ -141,6 +141,8 @@ class ReviewTasks(Protocol):
 
     def pending(self, tenant: str) -> int: ...
 
+    def purge_tenant(self, tenant: str) -> int: ...
+
     def close(self) -> None: ...
 
 
@@ -293,6 +295,13 @@ class ReviewQueue:
         """`tenant`'s tasks not yet acked (written ones)."""
         with self._lock:
             return self._count(tenant)
+
+    def purge_tenant(self, tenant: str) -> int:
+        """Delete every task of `tenant`, buffered ones written first (a tenant removed from the mesh;
+        PolicyAdmin PurgeTenant); how many."""
+        self.flush()
+        with self._lock:
+            return int(self._db.execute("DELETE FROM tasks WHERE tenant = ?", (tenant,)).rowcount)
 
     def close(self) -> None:
         self.flush()

@@ -171,6 +171,16 @@ class PostgresReviewQueue:
         rows = self._reader.fetch("SELECT count(*) FROM review_tasks WHERE tenant = %s", (tenant,))
         return int(rows[0][0]) if rows else 0
 
+    def purge_tenant(self, tenant: str) -> int:
+        """Delete every task of `tenant`, buffered ones written first (see ReviewQueue.purge_tenant)."""
+        self.flush()
+
+        def delete(cursor: psycopg.Cursor[Any]) -> int:
+            cursor.execute("DELETE FROM review_tasks WHERE tenant = %s", (tenant,))
+            return max(cursor.rowcount, 0)
+
+        return self._reader.retrying(delete)
+
     def close(self) -> None:
         try:
             self.flush()

@@ -419,6 +419,42 @@ async def test_a_label_may_name_its_review_task_instead_of_the_text(admin: Admin
     assert theirs.content and TEXT not in details
 
 
+async def test_a_removed_tenant_is_purged_and_no_other(admin: AdminApi, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from services.cli import main
+    from tests.unit.router.control.test_audit import record_for
+
+    stub, root, scoped = admin.stub, admin_key(ROOT_KEY), admin_key(SCOPED_KEY)
+    for tenant in ("a", "b"):
+        record = record_for(tenant, item=f"{tenant}-1", at=time.time() - 60)
+        admin.audit.append(record)
+        admin.reviews.offer(record, "review")
+        await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant=tenant, items=[
+            apb.LabelledItem(item_id=f"{tenant}-1", text="t", labels={"hate": True})]), metadata=root)
+        await stub.SubmitAppeal(apb.SubmitAppealRequest(tenant=tenant, audit_id=record.audit_id, appellant="u"),
+                                metadata=root)
+    admin.reviews.flush()
+    assert await status_of(stub.PurgeTenant(apb.PurgeTenantRequest(tenant="b"), metadata=root)) == (
+        grpc.StatusCode.FAILED_PRECONDITION, "tenant: 'b' is in the active tenants version; remove it from the tenants "
+        "file (PutVersion TENANTS) before purging its data")
+    current = yaml.safe_load((await stub.GetVersion(apb.GetVersionRequest(kind=apb.TENANTS), metadata=root)).content)
+    current["tenants"] = [t for t in current["tenants"] if t["id"] != "b"]
+    current["version"] = "without-b"
+    await stub.PutVersion(apb.PutVersionRequest(kind=apb.TENANTS, content=yaml.safe_dump(current), activate=True),
+                          metadata=root)
+    assert (await status_of(stub.PurgeTenant(apb.PurgeTenantRequest(tenant="b"), metadata=scoped)))[0] == \
+        grpc.StatusCode.PERMISSION_DENIED  # a key scoped to some tenants cannot purge
+    code = await asyncio.to_thread(main, ["tenants", "purge", "b", "--admin", admin.address, "--admin-key", ROOT_KEY])
+    assert code == 0 and json.loads(capsys.readouterr().out) == {"labels": "1", "appeals": "1", "review_tasks": "2",
+                                                                  "audit_records": "1"}
+    assert admin.audit.query("b")[0] == [] and admin.reviews.pending("b") == 0
+    assert not (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="b"), metadata=root)).items
+    # tenant a keeps everything
+    assert len(admin.audit.query("a")[0]) == 1 and admin.reviews.pending("a") == 2
+    assert len((await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=root)).items) == 1
+
+
 async def test_a_statement_names_the_tenants_own_redress(admin: AdminApi) -> None:
     import yaml
 
