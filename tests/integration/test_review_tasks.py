@@ -1,7 +1,9 @@
 """Review tasks out of a real router (issue 40): decisions become tasks that a consumer streams over the
 PolicyAdmin API; a task not acked comes back after its lease, also after the router is SIGKILLed
 mid-stream and started again; an acked one never does; the reviewer's label goes back in with
-SubmitLabels for the task's item; another tenant's key sees none of it."""
+SubmitLabels for the task's item; another tenant's key sees none of it; an appeal of a blocked decision
+goes out as its own task, is upheld with the item's text and comes back as its label, and the statement
+of reasons says a person decided."""
 
 from __future__ import annotations
 
@@ -99,5 +101,38 @@ def test_tasks_survive_a_killed_router_until_acked_and_labels_go_back() -> None:
             assert stored.added == 1
             exported = admin.ExportLabels(apb.ExportLabelsRequest(tenant="initech"), metadata=ADMIN)
             assert [(i.item_id, i.reviewer) for i in exported.items] == [("m-1", "rev-9")]
+            _an_appeal_goes_out_and_its_outcome_comes_back_as_a_label(mesh, router, admin)
     finally:
         mesh.stop()
+
+
+def _an_appeal_goes_out_and_its_outcome_comes_back_as_a_label(mesh: Mesh, router: str,
+                                                              admin: apb_grpc.PolicyAdminStub) -> None:
+    """A blocked message's audit id (in the response) is appealed; the appeal goes out as its own review task,
+    is upheld with the item's text, becomes the item's label, and the statement of reasons says a person
+    decided."""
+    insult = "You are a worthless pathetic idiot and everyone hates you"
+    with grpc.insecure_channel(mesh.address(router)) as public:
+        blocked = pb_grpc.ModerationServiceStub(public).Moderate(
+            pb.ModerateRequest(item=pb.Item(id="m-appealed", parts=[pb.Part(text=insult)])),
+            metadata=[("x-api-key", KEY)], timeout=20.0)
+    assert blocked.decision == pb.BLOCK and blocked.audit_id
+    appeal = admin.SubmitAppeal(apb.SubmitAppealRequest(tenant="initech", audit_id=blocked.audit_id, appellant="user-5",
+                                                        statement="it was a joke between friends"), metadata=ADMIN)
+    stream = open_stream(admin, visibility_s=30.0)
+    tasks = {t.reason: t for t in read_tasks(stream, 2)}  # the decision's sampled task and the appeal's
+    stream.cancel()
+    assert tasks["appeal"].task_id == f"appeal:{appeal.appeal_id}" and tasks["appeal"].appeal == appeal
+    assert tasks["appeal"].record.audit_id == blocked.audit_id == tasks["sample_block"].record.audit_id
+    upheld = admin.ResolveAppeal(apb.ResolveAppealRequest(tenant="initech", appeal_id=appeal.appeal_id, outcome="upheld",
+                                                          reviewer="rev-3", text=insult), metadata=ADMIN)
+    assert upheld.status == "upheld" and upheld.labelled
+    label = next(i for i in admin.ExportLabels(apb.ExportLabelsRequest(tenant="initech"), metadata=ADMIN).items
+                 if i.item_id == "m-appealed")
+    acting = {c.category for c in blocked.categories if c.action == pb.BLOCK}
+    assert label.text == insult and label.reviewer == "rev-3" and set(label.labels) <= acting and label.labels
+    assert all(label.labels.values())
+    statement = admin.GetStatementOfReasons(apb.GetStatementOfReasonsRequest(tenant="initech", audit_id=blocked.audit_id),
+                                            metadata=ADMIN)
+    assert not statement.automated_decision and statement.reviewed_by == "rev-3"
+    assert [(a.appeal_id, a.status, a.labelled) for a in statement.appeals] == [(appeal.appeal_id, "upheld", False)]
