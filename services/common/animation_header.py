@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["GifFrames", "apng_frame_controls", "gif_frames"]
+__all__ = ["GifFrames", "apng_declared_frames", "apng_frame_controls", "gif_frames"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -46,7 +46,14 @@ def gif_frames(data: bytes, cap: int) -> GifFrames:
         if block == 0x3B:  # trailer
             break
         if block == 0x21:  # extension: label, then sub-blocks
+            if position + 2 >= len(data):
+                raise ValueError("truncated extension")
+            label, first = data[position + 1], data[position + 2]
             position = _skip_sub_blocks(data, position + 2)
+            if first == 0 and label != 0xFE:
+                # as Pillow reads it: an empty first sub-block of any extension but a comment is followed by
+                # more sub-blocks (so the frames Pillow decodes are the frames counted here)
+                position = _skip_sub_blocks(data, position)
         elif block == 0x2C:  # image descriptor: left, top, width, height, flags; optional local colour table
             if position + 10 > len(data):
                 raise ValueError("truncated image descriptor")
@@ -69,6 +76,21 @@ def _skip_sub_blocks(data: bytes, position: int) -> int:
         position += 1 + size
         if size == 0:
             return position
+
+
+def apng_declared_frames(data: bytes) -> int | None:
+    """The frame count the PNG `data`'s animation chunk (acTL) declares, or None without one."""
+    if data[:8] != _PNG_SIGNATURE:
+        raise ValueError("not a PNG")
+    position = 8
+    while position + 8 <= len(data):
+        length, kind = struct.unpack_from(">I4s", data, position)
+        if kind == b"acTL" and length >= 8 and position + 12 <= len(data):
+            return int(struct.unpack_from(">I", data, position + 8)[0])
+        if kind in (b"IDAT", b"IEND"):
+            return None
+        position += 12 + length
+    return None
 
 
 def apng_frame_controls(data: bytes) -> int:

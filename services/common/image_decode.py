@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageOps
-from services.common.animation_header import apng_frame_controls, gif_frames
+from services.common.animation_header import apng_declared_frames, apng_frame_controls, gif_frames
 from services.common.errors import ImageRejectedError
 
 ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP")
@@ -90,11 +90,11 @@ def inspect_image(data: bytes, limits: ImageLimits = ImageLimits(), *, animated:
         if fmt == "GIF":
             gif = gif_frames(data, max_frames)
             frames, width, height = gif.count, gif.width, gif.height
-        controls = apng_frame_controls(data) if apng else frames
+        declared, controls = (apng_declared_frames(data), apng_frame_controls(data)) if apng else (None, 0)
     except ValueError as exc:
         raise ImageRejectedError(f"image could not be decoded: {fmt} blocks are malformed ({exc})") from None
-    if controls != frames:
-        raise ImageRejectedError(f"image is an APNG whose animation chunk declares {frames} frames over {controls} "
+    if apng and declared != controls:
+        raise ImageRejectedError(f"image is an APNG whose animation chunk declares {declared} frames over {controls} "
                                  f"frame controls (an error by the APNG specification: viewers disagree on what it "
                                  f"shows)")
     if width < 1 or height < 1 or width > limits.max_side or height > limits.max_side:

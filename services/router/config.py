@@ -114,7 +114,8 @@ class RequestLimits:
     max_image_pixels: int = 40_000_000
     #: Animated images (GIF, animated WebP, APNG; services/router/frames.py): at most this many frames, and
     #: this many pixels over all frames (frames x width x height), else refused as a frame bomb; each is judged
-    #: on at most `frames_sampled` of its frames (the first, then the most different).
+    #: on at most `frames_sampled` of its frames (the first, those on screen at evenly spaced moments, the most
+    #: different).
     max_animation_frames: int = 1000
     max_animation_pixels: int = 40_000_000
     frames_sampled: int = 8

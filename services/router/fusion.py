@@ -50,8 +50,6 @@ OPTIONAL_STAGES = (*CLASSIFIER_STAGES, MATCH_STAGE)
 #: follow the text service).
 FAILURE_MODE_OF_STAGE = {"text": "text", "ocr_text": "text", "text_semantic": "text", "ocr_text_semantic": "text",
                          "vision": "vision", "ocr": "ocr", MATCH_STAGE: "match",
-                         # an animation judged on fewer frames than it has distinct ones (services/router/frames.py)
-                         "frames": "vision",
                          **{stage: "classifier" for stage in CLASSIFIER_STAGES}}
 #: A hit whose lexicon starts with this is a context rule of the text model (`rule:<id>`).
 RULE_PREFIX = "rule:"

@@ -143,7 +143,6 @@ class Pipeline:
         Stages in `skippable` are skipped when their upstream is overloaded. With `shadow`, the same
         signals are also judged under that policy (`Outcome.shadow`)."""
         collected = _Collected()
-        collected.failures.extend(item.failures)
         profile: Profile = "fast" if self.text_semantic is None else policy.profile
         job = _Job(policy, deadline, requester, collected, profile, skippable)
         versions = classifier_versions(policy, shadow)

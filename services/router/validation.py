@@ -12,7 +12,6 @@ from services.common.errors import InvalidRequestError, LimitExceededError
 from services.common.image_decode import ImageHeader, inspect_image
 from services.common.errors import ImageRejectedError
 from services.router.config import RequestLimits
-from services.router.fusion import StageFailure
 
 
 @dataclass(frozen=True)
@@ -42,8 +41,6 @@ Part = TextPart | ImagePart
 class ValidItem:
     id: str
     parts: tuple[Part, ...]
-    #: Known before any stage runs, e.g. an animation with more distinct frames than were sampled.
-    failures: tuple[StageFailure, ...] = ()
 
     @property
     def texts(self) -> list[TextPart]:

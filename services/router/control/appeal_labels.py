@@ -16,8 +16,9 @@ SubmitLabels would store it (reviewer and time from the resolution; the decision
 - a reversal says the decision was wrong, not what the item is (a quote, counter-speech, an action too
   severe for what is still profanity): a request with text must name the labels.
 
-The label is merged into the item's earlier label (categories it names replace theirs, the others stay),
-and only when the resolution is newer than that label: a later reviewer's label stands.
+The label is merged into the item's earlier label of the same text (categories it names replace theirs, the
+others stay; an earlier label of another text is replaced), and only when the resolution is newer than that
+label: a later reviewer's label stands.
 
 No text, no kept content: no label (the resolution is stored all the same).
 
@@ -88,6 +89,8 @@ def resolution_label(appeal: Appeal, record: AuditRecord | None, *, text: str, l
         return label
     if existing.labelled_at > appeal.resolved_at:  # a later label of the item stands
         return None
+    if existing.text != label.text:  # its labels were of another text: this one replaces them
+        return label
     return Label(label.item_id, label.text, {**existing.labels, **label.labels}, label.reviewer, label.labelled_at)
 
 

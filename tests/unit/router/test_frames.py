@@ -19,8 +19,7 @@ from bench.render import render_photo_like
 from services.common.errors import DeadlineExceededError, InvalidRequestError, LimitExceededError
 from services.common.image_decode import ImageHeader, inspect_image
 from services.router.config import RequestLimits
-from services.router.frames import (FRAMES_STAGE, FrameDecoder, FrameLimits, pick_frames, sample_frames, thumbnail_side,
-                                    with_frames)
+from services.router.frames import FrameDecoder, FrameLimits, pick_frames, sample_frames, thumbnail_side, with_frames
 from services.router.fusion import (ImageScoreEvidence, MatchEvidence, OcrLineEvidence, OcrLineFinding, TextSpanEvidence,
                                     Verdict)
 from services.router.validation import ImagePart, RawPart, TextPart, ValidItem, validate_item
@@ -37,13 +36,12 @@ def save(frames: list[Image.Image], fmt: str, durations: int | list[int] = 40, *
 
 def animation(fmt: str, count: int, marked: dict[int, tuple[int, int, int]] | None = None,
               size: tuple[int, int] = (64, 48)) -> bytes:
-    """`count` grey frames with a little noise of their own (as a camera's, so no writer merges them as
-    copies); frame i in `marked` carries a square of that colour."""
+    """`count` grey frames, each a copy but for one corner pixel a shade off (so no writer merges them, and no
+    comparison tells them apart); frame i in `marked` carries a square of that colour."""
     frames = []
-    rng = np.random.default_rng(count)
     for index in range(count):
-        noise = rng.integers(-2, 3, (size[1], size[0], 1))
-        frame = Image.fromarray((np.full((size[1], size[0], 3), GREY) + noise).astype(np.uint8))
+        frame = Image.new("RGB", size, GREY)
+        frame.putpixel((0, 0), (GREY[0] + index % 3, GREY[1], GREY[2]))
         if marked and index in marked:
             ImageDraw.Draw(frame).rectangle((8, 8, 40, 40), fill=marked[index])
         frames.append(frame)
@@ -56,59 +54,74 @@ def pixel(data: bytes, at: tuple[int, int] = (20, 20)) -> tuple[int, ...]:
 
 
 def kept(data: bytes, limits: FrameLimits = LIMITS) -> list[int]:
-    return [f.index for f in sample_frames(data, limits).frames]
+    return [f.index for f in sample_frames(data, limits)]
 
 
 def test_the_first_frame_then_the_most_different_are_kept() -> None:
     flat, bright, dim = (np.full((4, 4, 1), v) for v in (0.0, 200.0, 60.0))
     frames = np.stack([flat, flat, dim, flat, bright, flat, dim])
     none = np.zeros(len(frames))
-    assert pick_frames(frames, none, 8, 1.0) == ([0, 2, 4], 3)  # copies of kept frames add nothing
-    assert pick_frames(frames, none, 2, 1.0) == ([0, 4], 3)     # the farthest first; three distinct frames in all
-    assert pick_frames(frames, none, 1, 1.0) == ([0], 3)
-    assert pick_frames(np.stack([flat] * 50), np.zeros(50), 8, 1.0) == ([0], 1)  # a still animation is one frame
+    assert pick_frames(frames, none, 8) == [0, 2, 4]  # copies of kept frames add nothing
+    assert pick_frames(frames, none, 1) == [0]
+    assert pick_frames(np.stack([flat] * 50), np.zeros(50), 8) == [0]  # a still animation is one frame
     ramp = np.stack([np.full((4, 4, 1), float(i)) for i in range(100)])
-    assert pick_frames(ramp, np.zeros(100), 3, 1.0)[0] == [0, 49, 99]  # spread over a slow change (ties: earliest)
-    assert pick_frames(np.zeros((0, 4, 4, 1)), np.zeros(0), 8, 1.0) == ([], 0)
+    assert pick_frames(ramp, np.zeros(100), 3) == [0, 50, 99]  # the middle of the loop, then the farthest
+    assert pick_frames(np.zeros((0, 4, 4, 1)), np.zeros(0), 8) == []
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(DeadlineExceededError):
+        pick_frames(ramp, np.zeros(100), 8, stop)  # a comparison past the deadline stops
 
 
-def test_a_frame_that_holds_the_screen_is_kept_however_many_brief_frames_surround_it() -> None:
-    # frame 0 black; frames 1-7 flash for 20 ms each, each unlike every other; frame 8 shows for 5 s
+def flashes_then(held_frames: list[Image.Image], flashes: int = 7) -> list[Image.Image]:
+    """A black frame, `flashes` brief frames each unlike every other, then `held_frames`."""
     frames = [Image.new("RGB", (96, 96), (0, 0, 0))]
-    for index in range(1, 8):
+    for index in range(1, flashes + 1):
         flash = Image.new("RGB", (96, 96), (0, 0, 0))
         ImageDraw.Draw(flash).rectangle((index * 10, 0, index * 10 + 9, 95), fill=(255, 255, 255))
         frames.append(flash)
-    held = Image.new("RGB", (96, 96), (0, 0, 0))
-    ImageDraw.Draw(held).text((5, 40), "held words", fill=(255, 255, 255))
-    frames.append(held)
-    sample = sample_frames(save(frames, "GIF", [500] + [20] * 7 + [5000]), LIMITS)
-    assert 8 in [f.index for f in sample.frames] and len(sample.frames) == 8
-    assert sample.distinct == 9  # one distinct frame was left out: reported as a degradation by `expand`
+    return frames + held_frames
+
+
+def held(jitter: int = 0) -> Image.Image:
+    frame = Image.new("RGB", (96, 96), (0, 0, 0))
+    ImageDraw.Draw(frame).text((5 + jitter, 40), "held words", fill=(255, 255, 255))
+    return frame
+
+
+def test_a_scene_that_holds_the_screen_is_kept_however_it_is_cut_and_whatever_flashes_around_it() -> None:
+    # one frame shown for 5 s after seven 20 ms flashes
+    assert 8 in kept(save(flashes_then([held()]), "GIF", [500] + [20] * 7 + [5000]))
+    # the same scene cut into 50 frames of 100 ms, each moved a pixel
+    scene = [held(jitter=i % 5) for i in range(50)]
+    assert any(i >= 8 for i in kept(save(flashes_then(scene), "GIF", [500] + [20] * 7 + [100] * 50)))
+    # delays of 0 ms: browsers show each for 100 ms, so the scene still holds most of the loop
+    assert any(i >= 8 for i in kept(save(flashes_then(scene), "GIF", [0] * 58)))
 
 
 @pytest.mark.parametrize("fmt, options", [("GIF", {}), ("WEBP", {"lossless": True})])
 def test_text_that_differs_only_in_colour_is_a_new_frame(fmt: str, options: dict[str, Any]) -> None:
     frames = [Image.new("RGB", (300, 200), (0, 130, 0)) for _ in range(6)]
     ImageDraw.Draw(frames[4]).text((20, 80), "red words on green", fill=(255, 0, 1))  # the same brightness
-    assert len(sample_frames(save(frames, fmt, **options), LIMITS).frames) == 2
+    assert len(sample_frames(save(frames, fmt, **options), LIMITS)) == 2
 
 
 @pytest.mark.parametrize("fmt", ["GIF", "WEBP"])
 def test_a_light_caption_on_a_large_clean_frame_is_a_new_frame(fmt: str) -> None:
     frames = [Image.new("RGB", (2000, 1500), GREY) for _ in range(6)]
     ImageDraw.Draw(frames[3]).text((500, 700), "light grey caption here", fill=(160, 160, 160))
-    assert len(sample_frames(save(frames, fmt), LIMITS).frames) == 2
+    assert len(sample_frames(save(frames, fmt), LIMITS)) == 2
 
 
 @pytest.mark.parametrize("fmt", ["GIF", "WEBP", "PNG"])
 def test_a_frame_hidden_among_copies_is_kept_and_sent_as_a_still(fmt: str) -> None:
     sample = sample_frames(animation(fmt, 40, {23: (0, 0, 0)}), LIMITS)
-    assert [f.index for f in sample.frames] == [0, 23] and sample.distinct == 2
-    for frame in sample.frames:
+    assert [f.index for f in sample][0] == 0 and 23 in [f.index for f in sample]
+    for frame in sample:
         header = inspect_image(frame.data)  # the modality services' own check: a still image they take
         assert (header.format, header.width, header.height, header.animated) == ("PNG", 64, 48, False)
-    assert abs(pixel(sample.frames[0].data)[0] - GREY[0]) <= 8 and pixel(sample.frames[1].data) == (0, 0, 0)
+    marked = next(f for f in sample if f.index == 23)
+    assert abs(pixel(sample[0].data)[0] - GREY[0]) <= 8 and pixel(marked.data) == (0, 0, 0)
 
 
 @pytest.mark.parametrize("fmt, options", [("GIF", {}), ("WEBP", {"quality": 60})])
@@ -123,18 +136,18 @@ def test_a_short_caption_in_one_frame_of_a_noisy_clip_is_kept(fmt: str, options:
         if index == 5:
             ImageDraw.Draw(frame).text((200, 300), "kill them all", fill=(255, 255, 255))
         frames.append(frame)
-    assert kept(save(frames, fmt, **options)) == [0, 5]
+    assert {0, 5} <= set(kept(save(frames, fmt, **options)))  # the caption first; grain fills the rest
 
 
 def test_at_most_the_sample_size_of_frames_is_kept() -> None:
     marks = {i: (i * 6, 255 - i * 6, (i * 40) % 256) for i in range(1, 40)}
-    sample = sample_frames(animation("WEBP", 40, marks), FrameLimits.of(RequestLimits(frames_sampled=5)))
-    assert len(sample.frames) == 5 and sample.frames[0].index == 0 and sample.distinct > 5
+    frames = sample_frames(animation("WEBP", 40, marks), FrameLimits.of(RequestLimits(frames_sampled=5)))
+    assert len(frames) == 5 and frames[0].index == 0
 
 
 def test_thumbnails_grow_with_the_frame_and_stay_within_their_budget() -> None:
     assert thumbnail_side(64, 48) == 64 and thumbnail_side(500, 300) == 128
-    assert thumbnail_side(8000, 4000) == 500 and thumbnail_side(200, 200, frames=1000) == 88
+    assert thumbnail_side(8000, 4000) == 500 and thumbnail_side(200, 200, frames=1000) == 50
 
 
 def gif_with_a_frame_larger_than_its_screen(side: int) -> bytes:
@@ -162,21 +175,45 @@ def test_a_decode_past_its_deadline_stops_and_says_so() -> None:
         asyncio.run(FrameDecoder().expand(item, RequestLimits(), tenant="a", deadline=time.monotonic() - 1))
 
 
-def test_a_tenant_with_too_many_animations_decoding_is_refused_and_others_are_not() -> None:
+def test_a_tenants_animations_take_turns_and_the_router_refuses_past_its_bound() -> None:
     limits = RequestLimits()
-    item = validate_item("i", [RawPart(None, animation("GIF", 30, {9: (0, 0, 0)}, size=(400, 300)))], limits)
+    item = validate_item("i", [RawPart(None, animation("GIF", 30, {9: (0, 0, 0)}, size=(200, 150)))], limits)
 
-    async def flood() -> list[object]:
-        decoder = FrameDecoder(threads=1, per_tenant=2, max_waiting=8)
-        deadline = time.monotonic() + 30
-        tries = [decoder.expand(item, limits, tenant="loud", deadline=deadline) for _ in range(4)]
+    async def batch(decoder: FrameDecoder, count: int) -> list[object]:
+        deadline = time.monotonic() + 60
+        tries = [decoder.expand(item, limits, tenant="loud", deadline=deadline) for _ in range(count)]
         tries.append(decoder.expand(item, limits, tenant="quiet", deadline=deadline))
         return list(await asyncio.gather(*tries, return_exceptions=True))
 
-    outcomes = asyncio.run(flood())
-    refused = [o for o in outcomes[:4] if isinstance(o, LimitExceededError)]
-    assert len(refused) == 2 and "2 animations of this tenant are being decoded" in str(refused[0])
-    assert not isinstance(outcomes[4], BaseException)  # the other tenant is served
+    # more animations than a tenant's turns: they wait, none is refused (a batch of GIFs)
+    assert not [o for o in asyncio.run(batch(FrameDecoder(threads=1, per_tenant=2), 6)) if isinstance(o, BaseException)]
+    # past the router's bound: RESOURCE_EXHAUSTED with a retry delay
+    outcomes = asyncio.run(batch(FrameDecoder(threads=1, per_tenant=2, max_waiting=3), 4))
+    refused = [o for o in outcomes if isinstance(o, LimitExceededError)]
+    assert len(refused) == 2 and refused[0].retry_after_s == 1.0 and "retry later" in str(refused[0])
+
+
+def test_a_cancelled_caller_keeps_its_turn_until_its_thread_has_stopped() -> None:
+    limits = RequestLimits()
+    big = validate_item("i", [RawPart(None, animation("GIF", 200, {i: (i, 0, 0) for i in range(1, 200)},
+                                                      size=(300, 300)))], limits)
+
+    async def cancelled_then_other() -> None:
+        decoder = FrameDecoder(threads=1, per_tenant=1)
+        first = asyncio.ensure_future(decoder.expand(big, limits, tenant="a", deadline=time.monotonic() + 60))
+        await asyncio.sleep(0.05)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        turn = decoder._turns["a"]
+        assert turn.locked()  # the thread still runs: the turn is not given back yet
+        for _ in range(200):  # it stops at its next step, then gives the turn back
+            if not turn.locked():
+                break
+            await asyncio.sleep(0.05)
+        assert not turn.locked() and decoder._waiting == 0
+
+    asyncio.run(cancelled_then_other())
 
 
 def test_an_item_gets_its_frames_as_parts_and_the_evidence_names_the_frame() -> None:
@@ -186,7 +223,7 @@ def test_an_item_gets_its_frames_as_parts_and_the_evidence_names_the_frame() -> 
     expanded, frames = asyncio.run(FrameDecoder().expand(item, limits, tenant="a", deadline=time.monotonic() + 30))
     assert [(type(p).__name__, p.index) for p in expanded.parts] == [
         ("TextPart", 0), ("ImagePart", 1), ("ImagePart", 3), ("ImagePart", 4), ("ImagePart", 2)]
-    assert frames == {1: (1, 0), 3: (1, 7), 4: (1, 19)} and expanded.failures == ()
+    assert frames == {1: (1, 0), 3: (1, 7), 4: (1, 19)}
     assert isinstance(expanded.parts[0], TextPart) and all(not p.header.animated for p in expanded.images)
     assert expanded.images[-1].data == item.images[-1].data  # a still part goes on as it came
     assert [p.field for p in expanded.images] == ["parts[1] frame 0", "parts[1] frame 7", "parts[1] frame 19", "parts[2]"]
@@ -201,22 +238,15 @@ def test_an_item_gets_its_frames_as_parts_and_the_evidence_names_the_frame() -> 
     assert with_frames(verdict, {}) is verdict
 
 
-def test_distinct_frames_left_out_are_a_frames_stage_failure() -> None:
-    limits = RequestLimits(frames_sampled=3)
-    marks = {i: (i * 25, 255 - i * 25, 0) for i in range(1, 8)}
-    item = validate_item("i", [RawPart(None, animation("GIF", 8, marks))], limits)
-    expanded, _ = asyncio.run(FrameDecoder().expand(item, limits, tenant="a", deadline=time.monotonic() + 30))
-    assert [(f.stage, f.reason) for f in expanded.failures] == [
-        (FRAMES_STAGE, "parts[0]: 3 of its 8 distinct frames judged (limits.frames_sampled, limits.max_frames_per_item)")]
-
-
 def test_an_items_animations_share_its_frame_budget() -> None:
     limits = RequestLimits(max_frames_per_item=6)
     marks = {i: (i * 25, 255 - i * 25, 0) for i in range(1, 8)}
-    parts = [RawPart(None, animation("GIF", 8, marks)) for _ in range(3)]
+    still_gif = save([Image.new("RGB", (8, 8), (1, 2, 3))], "GIF")
+    parts = [RawPart(None, animation("GIF", 8, marks)) for _ in range(2)] + [RawPart(None, still_gif)] * 2
     item = validate_item("i", parts, limits)
     expanded, _ = asyncio.run(FrameDecoder().expand(item, limits, tenant="a", deadline=time.monotonic() + 30))
-    assert len(expanded.images) == 6 and len(expanded.failures) == 3  # two frames each, the rest reported
+    # the two one-frame GIFs need one each; the two moving ones share the other four
+    assert len(expanded.images) == 6 and sum(1 for p in expanded.images if p.origin and p.origin[0] == 0) == 2
 
 
 def test_an_item_without_animations_comes_back_as_it_is() -> None:

@@ -349,8 +349,8 @@ async def test_a_resolved_appeal_with_the_items_text_becomes_its_label(admin: Ad
         assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(message)
     # an earlier reviewer's label of the item: the outcome's labels merge into it
     await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[apb.LabelledItem(
-        item_id="m-1", text="old", labels={"hate": False}, reviewer="rev-1", labelled_at=time.time() - 30)]),
-        metadata=scoped)
+        item_id="m-1", text="he called me a total idiot, look", labels={"hate": False}, reviewer="rev-1",
+        labelled_at=time.time() - 30)]), metadata=scoped)
     done = await stub.ResolveAppeal(apb.ResolveAppealRequest(
         tenant="a", appeal_id=appeal.appeal_id, outcome="reversed", reviewer="rev-7",
         text="he called me a total idiot, look", labels={"harassment": False, "profanity": True}), metadata=scoped)

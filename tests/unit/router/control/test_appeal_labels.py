@@ -94,9 +94,12 @@ def test_an_image_decision_labels_nothing_of_the_text() -> None:
 
 def test_the_label_merges_into_the_items_earlier_one_unless_that_one_is_newer() -> None:
     upheld, record = resolved("upheld")
-    earlier = Label("m-1", "old text", {"harassment": 1, "profanity": 0}, "rev-1", 1500.0)
+    earlier = Label("m-1", "you are a total idiot", {"harassment": 1, "profanity": 0}, "rev-1", 1500.0)
     merged = resolution_label(upheld, record, text="you are a total idiot", labels={}, existing=earlier)
     assert merged is not None and merged.labels == {"harassment": 1, "profanity": 1} and merged.reviewer == "rev-7"
+    other_text = replace(earlier, text="a threat, another text")  # its labels were not of this text: replaced
+    replaced = resolution_label(upheld, record, text="you are a total idiot", labels={}, existing=other_text)
+    assert replaced is not None and replaced.labels == {"profanity": 1}
     later = replace(earlier, labelled_at=2200.0)
     assert resolution_label(upheld, record, text="you are a total idiot", labels={}, existing=later) is None
 
