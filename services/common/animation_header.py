@@ -21,6 +21,8 @@ from dataclasses import dataclass
 __all__ = ["GifFrames", "apng_declared_frames", "apng_frame_controls", "gif_frames"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Bytes between blocks that are no block, skipped as Pillow skips them, at most this many in a file.
+MAX_STRAY_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -39,12 +41,19 @@ def gif_frames(data: bytes, cap: int) -> GifFrames:
     width, height, flags = struct.unpack_from("<HHB", data, 6)
     position = 13 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
     count = 0
+    stray = 0
     while count <= cap:
-        if position >= len(data):
-            raise ValueError("truncated before its trailer")
+        if position >= len(data):  # no trailer: viewers (and Pillow) show the frames read so far
+            break
         block = data[position]
         if block == 0x3B:  # trailer
             break
+        if block not in (0x21, 0x2C):  # Pillow skips a byte it does not know between blocks: so does this, a few
+            stray += 1
+            if stray > MAX_STRAY_BYTES:
+                raise ValueError(f"more than {MAX_STRAY_BYTES} bytes between blocks that are no block")
+            position += 1
+            continue
         if block == 0x21:  # extension: label, then sub-blocks
             if position + 2 >= len(data):
                 raise ValueError("truncated extension")
@@ -62,8 +71,6 @@ def gif_frames(data: bytes, cap: int) -> GifFrames:
             position += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0)
             position = _skip_sub_blocks(data, position + 1)  # LZW minimum code size, then the image data
             count += 1
-        else:
-            raise ValueError(f"unknown block 0x{block:02x} at byte {position}")
     return GifFrames(count, width, height)
 
 

@@ -37,10 +37,21 @@ def test_a_gif_of_half_a_million_frames_is_counted_to_its_cap() -> None:
     assert gif_frames(data, cap=1000).count == 1001  # one past the cap: over it, whatever follows
 
 
-@pytest.mark.parametrize("data", [b"GIF89a", animated("GIF", 3)[:-40], b"GIF89a" + bytes(7) + b"\x99"])
+@pytest.mark.parametrize("data", [b"GIF89a", animated("GIF", 3)[:-40], b"GIF89a" + bytes(7) + b"\x99" * 2000])
 def test_a_malformed_gif_is_a_value_error(data: bytes) -> None:
     with pytest.raises(ValueError):
         gif_frames(data, cap=10)
+
+
+def test_the_frames_are_counted_as_pillow_reads_them() -> None:
+    data = animated("GIF", 3)
+    assert gif_frames(data[:-1], cap=10).count == 3  # no trailer: the frames read so far
+    at = data.index(b",")  # a few stray bytes before the first frame: skipped, as Pillow skips them
+    assert gif_frames(data[:at] + b"\x00\x01" + data[at:], cap=10).count == 3
+    # an extension whose first sub-block is empty: Pillow reads the sub-blocks after it as the extension's too,
+    # so a frame hidden there is no frame to Pillow, and none here
+    hidden = data[:at] + b"\x21\xf9\x00" + b"\x03abc\x00" + data[at:]
+    assert gif_frames(hidden, cap=10).count == Image.open(io.BytesIO(hidden)).n_frames == 3
 
 
 def test_an_apngs_frame_controls_are_counted() -> None:
