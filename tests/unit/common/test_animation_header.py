@@ -51,7 +51,7 @@ def test_the_frames_are_counted_as_pillow_reads_them() -> None:
     # an extension whose first sub-block is empty: Pillow reads the sub-blocks after it as the extension's too,
     # so a frame hidden there is no frame to Pillow, and none here
     hidden = data[:at] + b"\x21\xf9\x00" + b"\x03abc\x00" + data[at:]
-    assert gif_frames(hidden, cap=10).count == Image.open(io.BytesIO(hidden)).n_frames == 3
+    assert gif_frames(hidden, cap=10).count == getattr(Image.open(io.BytesIO(hidden)), "n_frames") == 3
 
 
 def test_an_apngs_frame_controls_are_counted() -> None:
