@@ -342,6 +342,10 @@ def test_labels_are_shared_by_replicas_and_bounded_per_tenant(dsn: str) -> None:
     one = first.label_of("acme", "m-1")  # one item's label (an appeal's outcome merges into it), per tenant
     assert one is not None and (one.text, one.labels, one.reviewer) == ("text 1 again", {"spam": 0}, "rev-2")
     assert first.label_of("globex", "m-1").text == "other tenant" and first.label_of("acme", "nope") is None  # type: ignore[union-attr]
+    # an appeal's label merges into the item's label in one transaction, whichever replica writes it
+    assert second.merge("acme", Label("m-1", "text 1 again", {"hate": 1}, "rev-3", time.time()))
+    assert first.label_of("acme", "m-1").labels == {"spam": 0, "hate": 1}  # type: ignore[union-attr]
+    assert not first.merge("acme", Label("m-1", "text 1 again", {"hate": 0}, "rev-4", 1.0))  # older: the label stands
     assert second.delete("acme", ["m-1", "m-2", "m-1", "nope"]) == 2  # one replica erases, the other sees it
     assert [label.item_id for label in first.page("acme")[0]] == ["m-0", "m-9"] and first.count("globex") == 1
     first.close()

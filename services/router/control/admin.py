@@ -332,19 +332,17 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             # The label is checked (fields, and room in the tenant's store) before anything is stored, and
             # stored after the resolution: two reviewers racing never leave the loser's label beside the
             # winner's outcome.
-            existing = store.label_of(request.tenant, label_item_id(resolved))
             label = resolution_label(resolved, self.audit.get(request.tenant, resolved.audit_id), text=request.text,
-                                     labels=dict(request.labels), existing=existing)
-            if label is not None and existing is None:
+                                     labels=dict(request.labels))
+            if label is not None and store.label_of(request.tenant, label_item_id(resolved)) is None:
                 check_room(request.tenant, store.count(request.tenant), 1, store.max_per_tenant)
             store.save_resolution(resolved)
             if self.reviews is not None:  # its task is done: no reviewer is handed it again
                 self.reviews.ack(request.tenant, [appeal_task_id(resolved.appeal_id)])
             log.info("appeal %s of decision %s (tenant %s) %s by %r", resolved.appeal_id, resolved.audit_id,
                      request.tenant, resolved.status, resolved.reviewer)
-            if label is not None:
-                store.submit(request.tenant, [label])
-            return resolved, label is not None
+            # merged into the item's label in the store's own transaction (False: a later label of the item stands)
+            return resolved, label is not None and store.merge(request.tenant, label)
         resolved, labelled = await self._run(context, request.tenant, work)
         answer = appeal_message(resolved)
         answer.labelled = labelled

@@ -52,12 +52,11 @@ def derived_labels(record: AuditRecord, outcome: str) -> dict[str, int]:
             if c.action == record.decision and c.action != "allow" and c.category in from_text and _labellable(c.category)}
 
 
-def resolution_label(appeal: Appeal, record: AuditRecord | None, *, text: str, labels: Mapping[str, bool],
-                     existing: Label | None = None) -> Label | None:
-    """The label `appeal` (resolved) gives its item (module docstring), merged into `existing` (the item's
-    label now, if any), or None: no text to store, or `existing` is newer. `record` is the decision (None
-    once past the audit log's retention). InvalidRequestError naming the request's field (`text`,
-    `labels...`) for a label that cannot be stored, checked as SubmitLabels checks."""
+def resolution_label(appeal: Appeal, record: AuditRecord | None, *, text: str, labels: Mapping[str, bool]) -> Label | None:
+    """The label `appeal` (resolved) gives its item (module docstring), before it is merged into the item's
+    label (`label_store.merged_label`, in the store's own transaction), or None: no text to store. `record` is
+    the decision (None once past the audit log's retention). InvalidRequestError naming the request's field
+    (`text`, `labels...`) for a label that cannot be stored, checked as SubmitLabels checks."""
     if appeal.status not in ("upheld", "reversed"):
         raise ValueError(f"appeal {appeal.appeal_id!r} is {appeal.status}, not resolved")
     if not text.strip() and labels:
@@ -85,13 +84,7 @@ def resolution_label(appeal: Appeal, record: AuditRecord | None, *, text: str, l
             raise InvalidRequestError(f"labels: {why}; name the item's labels (e.g. harassment=0 profanity=1)")
     label = Label(label_item_id(appeal), text, values, appeal.reviewer, appeal.resolved_at)
     check_item(label)
-    if existing is None:
-        return label
-    if existing.labelled_at > appeal.resolved_at:  # a later label of the item stands
-        return None
-    if existing.text != label.text:  # its labels were of another text: this one replaces them
-        return label
-    return Label(label.item_id, label.text, {**existing.labels, **label.labels}, label.reviewer, label.labelled_at)
+    return label
 
 
 def label_item_id(appeal: Appeal) -> str:

@@ -37,7 +37,7 @@ from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
 __all__ = ["Label", "LabelRepository", "LabelStore", "MAX_DELETE", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted",
-           "check_delete", "check_item", "check_items", "check_page_limit", "check_room", "decode_token", "encode_token"]
+           "check_delete", "check_item", "check_items", "merged_label", "check_page_limit", "check_room", "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
@@ -129,6 +129,8 @@ class LabelRepository(Protocol):
 
     def label_of(self, tenant: str, item_id: str) -> Label | None: ...
 
+    def merge(self, tenant: str, label: Label) -> bool: ...
+
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int: ...
 
     def purge_tenant(self, tenant: str) -> tuple[int, int]: ...
@@ -163,6 +165,25 @@ def check_room(tenant: str, total: int, added: int, max_per_tenant: int) -> None
     if total + added > max_per_tenant:
         raise LimitExceededError(f"tenant {tenant!r} holds {total} labelled items; {added} more would pass "
                                  f"the limit of {max_per_tenant}")
+
+
+def merged_label(existing: Label | None, label: Label) -> Label | None:
+    """`label` merged into the item's label now (`existing`): the categories it names replace theirs and the
+    others stay, when both are of the same text; `label` alone when `existing` is of another text (its labels
+    were not of this one) or there is none; None when `existing` is newer (a later reviewer's label stands).
+
+    Example::
+
+        >>> merged_label(Label("m", "t", {"hate": 1}, "r1", 1.0), Label("m", "t", {"spam": 0}, "r2", 2.0)).labels
+        {'hate': 1, 'spam': 0}
+    """
+    if existing is None:
+        return label
+    if existing.labelled_at > label.labelled_at:
+        return None
+    if existing.text != label.text:
+        return label
+    return Label(label.item_id, label.text, {**existing.labels, **label.labels}, label.reviewer, label.labelled_at)
 
 
 def labels_json(labels: Mapping[str, int]) -> str:
@@ -231,6 +252,28 @@ class LabelStore:
         """How many items `tenant` has labels for."""
         with self._lock:
             return self.count_locked(tenant)
+
+    def merge(self, tenant: str, label: Label) -> bool:
+        """Store `label` merged into the item's label (`merged_label`), read and written in one transaction (two
+        reviewers at once lose nothing); False when the item's label is newer (nothing stored). `check_item`
+        first; LimitExceededError for a new item past the tenant's bound."""
+        check_item(label)
+        with self._lock, write_transaction(self._db):
+            rows = self._db.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? "
+                                    "AND item_id = ?", (tenant, label.item_id)).fetchall()
+            existing = page_of(rows, 1)[0][0] if rows else None
+            result = merged_label(existing, label)
+            if result is None:
+                return False
+            if existing is None:
+                check_room(tenant, self.count_locked(tenant), 1, self.max_per_tenant)
+            self._db.execute(
+                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
+                "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at",
+                (tenant, result.item_id, result.text, labels_json(result.labels), result.reviewer,
+                 result.labelled_at or self._clock()))
+        return True
 
     def label_of(self, tenant: str, item_id: str) -> Label | None:
         """`tenant`'s label of `item_id`, or None."""

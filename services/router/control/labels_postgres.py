@@ -19,8 +19,9 @@ import zlib
 from typing import Callable, Sequence
 
 from services.router.control.appeals import APPEAL_COLUMNS, Appeal, already_resolved, appeal_from_row, appeal_row, check_appeal_room
-from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_delete, check_items,
-                                                 check_page_limit, check_room, decode_token, labels_json, page_of)
+from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_delete, check_item, check_items,
+                                                 check_page_limit, check_room, decode_token, labels_json, merged_label,
+                                                 page_of)
 from services.router.control.postgres import PgConnection
 from services.trainer.examples import MAX_EXAMPLES
 
@@ -75,6 +76,31 @@ class PostgresLabelStore:
         """How many items `tenant` has labels for."""
         rows = self._db.fetch("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
         return int(rows[0][0]) if rows else 0
+
+    def merge(self, tenant: str, label: Label) -> bool:
+        """Store `label` merged into the item's label, read and written in one transaction under the tenant's lock
+        (see LabelStore.merge)."""
+        check_item(label)
+        with self._db.transaction() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_TENANT_LOCK + zlib.crc32(tenant.encode()),))
+            cursor.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
+                           "AND item_id = %s", (tenant, label.item_id))
+            rows = [(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in cursor.fetchall()]
+            existing = page_of(rows, 1)[0][0] if rows else None
+            result = merged_label(existing, label)
+            if result is None:
+                return False
+            if existing is None:
+                cursor.execute("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
+                row = cursor.fetchone()
+                check_room(tenant, int(row[0]) if row else 0, 1, self.max_per_tenant)
+            cursor.execute(
+                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = EXCLUDED.text, labels = EXCLUDED.labels, "
+                "reviewer = EXCLUDED.reviewer, labelled_at = EXCLUDED.labelled_at",
+                (tenant, result.item_id, result.text, labels_json(result.labels), result.reviewer,
+                 result.labelled_at or self._clock()))
+        return True
 
     def label_of(self, tenant: str, item_id: str) -> Label | None:
         """`tenant`'s label of `item_id`, or None."""

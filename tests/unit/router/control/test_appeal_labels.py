@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +11,7 @@ from services.common.errors import InvalidRequestError
 from services.router.control.appeal_labels import derived_labels, label_item_id, resolution_label
 from services.router.control.appeals import Appeal, new_appeal, resolve
 from services.router.control.audit import AuditCategory, AuditRecord
-from services.router.control.label_store import Label
+from services.router.control.label_store import Label, LabelStore, merged_label
 from services.router.fusion import ImageScoreEvidence, TextSpanEvidence
 from tests.unit.router.control.test_audit import record_for
 
@@ -92,16 +93,22 @@ def test_an_image_decision_labels_nothing_of_the_text() -> None:
     assert derived_labels(image, "upheld") == {}
 
 
-def test_the_label_merges_into_the_items_earlier_one_unless_that_one_is_newer() -> None:
+def test_the_label_merges_into_the_items_earlier_one_of_the_same_text_unless_that_one_is_newer(tmp_path: Path) -> None:
     upheld, record = resolved("upheld")
+    label = resolution_label(upheld, record, text="you are a total idiot", labels={})
+    assert label is not None
     earlier = Label("m-1", "you are a total idiot", {"harassment": 1, "profanity": 0}, "rev-1", 1500.0)
-    merged = resolution_label(upheld, record, text="you are a total idiot", labels={}, existing=earlier)
+    merged = merged_label(earlier, label)
     assert merged is not None and merged.labels == {"harassment": 1, "profanity": 1} and merged.reviewer == "rev-7"
-    other_text = replace(earlier, text="a threat, another text")  # its labels were not of this text: replaced
-    replaced = resolution_label(upheld, record, text="you are a total idiot", labels={}, existing=other_text)
+    replaced = merged_label(replace(earlier, text="a threat, another text"), label)  # not of this text: replaced
     assert replaced is not None and replaced.labels == {"profanity": 1}
-    later = replace(earlier, labelled_at=2200.0)
-    assert resolution_label(upheld, record, text="you are a total idiot", labels={}, existing=later) is None
+    assert merged_label(replace(earlier, labelled_at=2200.0), label) is None  # a later label stands
+    # in the store, read and written in one transaction
+    store = LabelStore(tmp_path / "labels.sqlite")
+    store.submit("acme", [earlier])
+    assert store.merge("acme", label) and store.label_of("acme", "m-1") == merged
+    assert not store.merge("acme", replace(label, labelled_at=1000.0, labels={"hate": 1}))
+    assert store.label_of("acme", "m-1") == merged and store.label_of("other", "m-1") is None
 
 
 @pytest.mark.parametrize("item", ["", "x" * 129, "line\nbreak"])
