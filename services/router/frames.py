@@ -27,9 +27,11 @@ each frame as decoded (a GIF frame may be larger than the screen its header decl
 `limits.max_image_side` and `max_image_pixels`, and the frames read so far within
 `limits.max_animation_pixels`, each checked before its pixels are decoded (RESOURCE_EXHAUSTED naming the
 limit). Decoding runs on `DECODE_THREADS` threads of its own (`FrameDecoder`): a tenant has at most
-`PER_TENANT` animations decoding at once (more wait their turn), the router at most `MAX_WAITING` decoding
-or waiting (past it, RESOURCE_EXHAUSTED with a retry delay); a decode past the item's deadline stops at its
-next frame or comparison, and its turn is given back only when its thread has stopped.
+`PER_TENANT` animations decoding at once (more wait their turn) and `PER_TENANT_WAITING` decoding or
+waiting, the router at most `MAX_WAITING` (past either, RESOURCE_EXHAUSTED with a retry delay); a decode past
+the item's deadline stops at its next frame or comparison, and its turn is given back only when its thread
+has stopped. Frames as decoded that outnumber those counted in the blocks (a file built so that decoders
+disagree) are refused: the count from the blocks is what sizes the thumbnails.
 
 Each kept frame goes on as its own still image (PNG; JPEG when the PNG would pass `limits.max_image_bytes`).
 `FrameDecoder.expand` gives the item with each animated part replaced by its frames (the first frame keeps
@@ -86,6 +88,9 @@ BROWSER_DELAY_MS = 100.0
 DECODE_THREADS = 2
 #: Animations one tenant may have decoding at once; more wait their turn.
 PER_TENANT = 2
+#: Animations one tenant may have decoding or waiting (so that one tenant cannot take the router's whole
+#: bound); beyond, RESOURCE_EXHAUSTED (retry after RETRY_AFTER_S).
+PER_TENANT_WAITING = 16
 #: Animations decoding or waiting in all; beyond, RESOURCE_EXHAUSTED (retry after RETRY_AFTER_S).
 MAX_WAITING = 64
 RETRY_AFTER_S = 1.0
@@ -201,19 +206,22 @@ def _check(stop: threading.Event | None) -> None:
 
 
 def sample_frames(data: bytes, limits: FrameLimits, stop: threading.Event | None = None, *,
-                  canvas: tuple[int, int] = (0, 0), frames: int = 1) -> list[Frame]:
+                  canvas: tuple[int, int] = (0, 0), frames: int = 0) -> list[Frame]:
     """The kept frames of the animation `data` (module docstring; `canvas`: the size its frames are drawn on
-    and `frames` its frame count, both from its blocks, for the thumbnails), each a still image of at most
+    and `frames` its frame count, both from its blocks (0: Pillow's count), for the thumbnails; more frames
+    as decoded are refused), each a still image of at most
     `limits.max_bytes`. ImageRejectedError for frames that cannot be decoded; LimitExceededError for a frame
     or the frames over a limit; DeadlineExceededError once `stop` is set (checked between frames and
     comparisons). Two passes (thumbnails, then the kept frames): memory holds thumbnails and kept frames,
     never the whole animation. Blocking: run it off the event loop."""
     with _open(data) as image:
         width, height = max(canvas[0], image.size[0]), max(canvas[1], image.size[1])
-    side = thumbnail_side(width, height, frames=max(frames, 1))
+        if frames < 1:  # not counted from the blocks: Pillow's own count (it walks the frames; off the loop here)
+            frames = min(int(getattr(image, "n_frames", 1)), limits.max_frames + 1)
+    side = thumbnail_side(width, height, frames=frames)  # the count `_frames` holds the decode to
     thumbnails: list[np.ndarray] = []
     delays: list[float] = []
-    for _, rgb, delay in _frames(data, None, limits, stop):
+    for _, rgb, delay in _frames(data, None, limits, stop, frames):
         thumbnails.append(np.asarray(rgb.resize((side, side), Image.Resampling.BOX), dtype=np.uint8))
         delays.append(delay)
     if not thumbnails:
@@ -229,10 +237,11 @@ def _open(data: bytes) -> Image.Image:
         raise ImageRejectedError(f"animation could not be decoded ({type(exc).__name__})") from None
 
 
-def _frames(data: bytes, only: set[int] | None, limits: FrameLimits,
-            stop: threading.Event | None) -> Iterator[tuple[int, Image.Image, float]]:
+def _frames(data: bytes, only: set[int] | None, limits: FrameLimits, stop: threading.Event | None,
+            counted: int = 0) -> Iterator[tuple[int, Image.Image, float]]:
     """(number, RGB image, display ms) of each frame of `data` (those in `only`, when given), upright, alpha
-    flattened onto white. Each frame's size is checked before its pixels are decoded."""
+    flattened onto white. Each frame's size is checked before its pixels are decoded; more frames than
+    `counted` (from the blocks; 0: not checked) is ImageRejectedError."""
     total = 0
     last = max(only, default=-1) if only is not None else None
     with _open(data) as image:
@@ -252,6 +261,9 @@ def _frames(data: bytes, only: set[int] | None, limits: FrameLimits,
             if index >= limits.max_frames:
                 raise LimitExceededError(f"it has more than {limits.max_frames} frames as decoded "
                                          f"(limits.max_animation_frames)")
+            if counted and index >= counted:
+                raise ImageRejectedError(f"its frames as decoded outnumber the {counted} its blocks hold (a file built "
+                                         f"so that decoders disagree)")
             width, height = frame.size
             if width > limits.max_side or height > limits.max_side or width * height > limits.max_pixels:
                 raise LimitExceededError(f"frame {index} is {width}x{height} as decoded; each frame must be at most "
@@ -293,6 +305,7 @@ class FrameDecoder:
         self.per_tenant, self.max_waiting = per_tenant, max_waiting
         self._turns: dict[str, asyncio.Semaphore] = {}
         self._waiting = 0
+        self._waiting_of: dict[str, int] = {}
 
     async def expand(self, item: ValidItem, limits: RequestLimits, *, tenant: str, deadline: float,
                      where: str = "item") -> tuple[ValidItem, dict[int, tuple[int, int]]]:
@@ -310,17 +323,19 @@ class FrameDecoder:
         frame_limits = replace(FrameLimits.of(limits), sampled=share)
         sampled: dict[int, list[Frame]] = {}
         for part in animated:  # one at a time: a job is one animation, so others' jobs interleave with these
-            sampled[part.index] = await self._decode(part, frame_limits, tenant, deadline,
+            sampled[part.index] = await self._decode(part, frame_limits if part.header.frames > 1 else
+                                                     replace(frame_limits, sampled=1), tenant, deadline,
                                                      f"{where}.parts[{part.index}].image")
         return _expanded(item, sampled)
 
     async def _decode(self, part: ImagePart, limits: FrameLimits, tenant: str, deadline: float,
                       field: str) -> list[Frame]:
+        if self._waiting_of.get(tenant, 0) >= PER_TENANT_WAITING:
+            raise _busy(f"{field}: {PER_TENANT_WAITING} animations of this tenant are decoding or waiting; retry later")
         if self._waiting >= self.max_waiting:
-            busy = LimitExceededError(f"{field}: the router is decoding {self.max_waiting} animations; retry later")
-            busy.retry_after_s = RETRY_AFTER_S  # sent as google.rpc.RetryInfo: clients back off and retry
-            raise busy
+            raise _busy(f"{field}: the router is decoding {self.max_waiting} animations; retry later")
         self._waiting += 1
+        self._waiting_of[tenant] = self._waiting_of.get(tenant, 0) + 1
         try:
             turn = self._turns.setdefault(tenant, asyncio.Semaphore(self.per_tenant))
             try:
@@ -329,10 +344,14 @@ class FrameDecoder:
                 raise DeadlineExceededError(f"{field}: the deadline passed while the animation waited to be "
                                             f"decoded") from None
             stop = threading.Event()
-            job = asyncio.get_running_loop().run_in_executor(
-                self._executor, functools.partial(sample_frames, part.data, limits, stop,
-                                                  canvas=(part.header.width, part.header.height),
-                                                  frames=part.header.frames))
+            try:
+                job = asyncio.get_running_loop().run_in_executor(
+                    self._executor, functools.partial(sample_frames, part.data, limits, stop,
+                                                      canvas=(part.header.width, part.header.height),
+                                                      frames=part.header.frames))
+            except BaseException:
+                turn.release()  # no thread took it
+                raise
             job.add_done_callback(functools.partial(_give_back, turn))  # the turn ends when the thread has stopped
             try:
                 return await asyncio.wait_for(asyncio.shield(job), timeout=max(0.0, deadline - time.monotonic()))
@@ -348,10 +367,20 @@ class FrameDecoder:
             raise LimitExceededError(f"{field}: {error}") from None
         finally:
             self._waiting -= 1
+            self._waiting_of[tenant] -= 1
+            if not self._waiting_of[tenant]:
+                del self._waiting_of[tenant]
 
     def close(self) -> None:
         """Stop taking work; running decodes stop at their next step once their callers are gone."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _busy(message: str) -> LimitExceededError:
+    """RESOURCE_EXHAUSTED with a retry delay (sent as google.rpc.RetryInfo: clients back off and retry)."""
+    busy = LimitExceededError(message)
+    busy.retry_after_s = RETRY_AFTER_S
+    return busy
 
 
 def _give_back(turn: asyncio.Semaphore, job: asyncio.Future[list[Frame]]) -> None:

@@ -162,6 +162,7 @@ class Router:
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
         await self.classifiers.close()
+        self.servicer.frames.close()  # decodes still running stop at their next step
         if self.shared_quota is not None:
             await self.shared_quota.close()
         await self.lifecycle.close()

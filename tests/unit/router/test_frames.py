@@ -16,7 +16,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from bench.render import render_photo_like
-from services.common.errors import DeadlineExceededError, InvalidRequestError, LimitExceededError
+from services.common.errors import DeadlineExceededError, ImageRejectedError, InvalidRequestError, LimitExceededError
 from services.common.image_decode import ImageHeader, inspect_image
 from services.router.config import RequestLimits
 from services.router.frames import FrameDecoder, FrameLimits, pick_frames, sample_frames, thumbnail_side, with_frames
@@ -261,3 +261,40 @@ def test_frames_that_cannot_be_decoded_are_refused_naming_the_part() -> None:
     with pytest.raises(InvalidRequestError, match=r"^items\[2\].parts\[0\].image: animation"):
         asyncio.run(FrameDecoder().expand(item, RequestLimits(), tenant="a", deadline=time.monotonic() + 30,
                                           where="items[2]"))
+
+
+def test_frames_as_decoded_may_not_outnumber_those_counted_in_the_blocks() -> None:
+    # a file built so that the blocks and the decoder disagree (the count from the blocks sizes the thumbnails)
+    with pytest.raises(ImageRejectedError, match="its frames as decoded outnumber the 1 its blocks hold"):
+        sample_frames(animation("GIF", 3, {2: (0, 0, 0)}), LIMITS, frames=1)
+
+
+def test_one_tenant_cannot_take_the_routers_whole_bound() -> None:
+    limits = RequestLimits()
+    item = validate_item("i", [RawPart(None, animation("GIF", 30, {9: (0, 0, 0)}, size=(200, 150)))], limits)
+
+    async def flood() -> list[object]:
+        decoder = FrameDecoder(threads=1, per_tenant=1, max_waiting=64)
+        deadline = time.monotonic() + 60
+        tries = [decoder.expand(item, limits, tenant="loud", deadline=deadline) for _ in range(20)]
+        tries.append(decoder.expand(item, limits, tenant="quiet", deadline=deadline))
+        return list(await asyncio.gather(*tries, return_exceptions=True))
+
+    outcomes = asyncio.run(flood())
+    refused = [o for o in outcomes[:20] if isinstance(o, LimitExceededError)]
+    assert len(refused) == 4 and "16 animations of this tenant are decoding or waiting" in str(refused[0])
+    assert not isinstance(outcomes[20], BaseException)  # the other tenant is served
+
+
+def test_a_turn_is_given_back_when_no_thread_takes_the_work() -> None:
+    limits = RequestLimits()
+    item = validate_item("i", [RawPart(None, animation("GIF", 5, {3: (0, 0, 0)}))], limits)
+
+    async def after_close() -> None:
+        decoder = FrameDecoder(per_tenant=1)
+        decoder.close()
+        with pytest.raises(RuntimeError):
+            await decoder.expand(item, limits, tenant="a", deadline=time.monotonic() + 5)
+        assert not decoder._turns["a"].locked() and decoder._waiting == 0
+
+    asyncio.run(after_close())
