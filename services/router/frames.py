@@ -361,9 +361,7 @@ class FrameDecoder:
                 stop.set()  # a decode still running (the caller left, or its deadline passed) stops at its next step
         except ImageRejectedError as error:
             raise InvalidRequestError(f"{field}: {error}") from None
-        except LimitExceededError as error:
-            if str(error).startswith(field):  # already names the part
-                raise
+        except LimitExceededError as error:  # a frame or the frames over a limit: named with the part
             raise LimitExceededError(f"{field}: {error}") from None
         finally:
             self._waiting -= 1

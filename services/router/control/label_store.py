@@ -37,7 +37,7 @@ from services.router.control.sqlite_wal import open_shared, write_transaction
 from services.trainer.examples import MAX_EXAMPLES, MAX_TEXT_CHARS, ExamplesError, check_category
 
 __all__ = ["Label", "LabelRepository", "LabelStore", "MAX_DELETE", "MAX_ITEMS_PER_CALL", "MAX_PAGE", "Submitted",
-           "check_delete", "check_item", "check_items", "merged_label", "check_page_limit", "check_room", "decode_token", "encode_token"]
+           "SELECT_LABELS", "UPSERT_LABEL", "check_delete", "check_item", "check_items", "label_row", "merged_label", "one_label", "check_page_limit", "check_room", "decode_token", "encode_token"]
 
 #: Items one SubmitLabels call may carry.
 MAX_ITEMS_PER_CALL = 1000
@@ -186,6 +186,24 @@ def merged_label(existing: Label | None, label: Label) -> Label | None:
     return Label(label.item_id, label.text, {**existing.labels, **label.labels}, label.reviewer, label.labelled_at)
 
 
+#: A label row's columns, in the order `page_of` and `one_label` read them (both stores).
+SELECT_LABELS = "SELECT item_id, text, labels, reviewer, labelled_at FROM labels"
+#: A label written or replaced, from `label_row` (SQLite's placeholders; PostgreSQL's store swaps them).
+UPSERT_LABEL = ("INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
+                "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at")
+
+
+def label_row(tenant: str, label: Label, now: float) -> tuple[str, str, str, str, str, float]:
+    """`label` of `tenant` as `UPSERT_LABEL`'s values (no time: `now`)."""
+    return tenant, label.item_id, label.text, labels_json(label.labels), label.reviewer, label.labelled_at or now
+
+
+def one_label(rows: Sequence[tuple[str, str, str, str, float]]) -> Label | None:
+    """The label of the one row `SELECT_LABELS` found for an item, or None."""
+    return page_of(rows, 1)[0][0] if rows else None
+
+
 def labels_json(labels: Mapping[str, int]) -> str:
     """A label set as stored: compact JSON, categories sorted."""
     return json.dumps(dict(sorted(labels.items())), separators=(",", ":"))
@@ -228,12 +246,7 @@ class LabelStore:
             total = self.count_locked(tenant)
             added = len(latest) - len(known)
             check_room(tenant, total, added, self.max_per_tenant)
-            self._db.executemany(
-                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
-                "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at",
-                [(tenant, item.item_id, item.text, labels_json(item.labels), item.reviewer, item.labelled_at or now)
-                 for item in latest.values()])
+            self._db.executemany(UPSERT_LABEL, [label_row(tenant, item, now) for item in latest.values()])
         return Submitted(added, len(known), total + added)
 
     def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]:
@@ -244,7 +257,7 @@ class LabelStore:
         after = decode_token(page_token)
         with self._lock:
             rows = self._db.execute(
-                "SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? AND item_id > ? "
+                f"{SELECT_LABELS} WHERE tenant = ? AND item_id > ? "
                 "ORDER BY item_id LIMIT ?", (tenant, after, limit + 1)).fetchall()
         return page_of(rows, limit)
 
@@ -259,28 +272,21 @@ class LabelStore:
         first; LimitExceededError for a new item past the tenant's bound."""
         check_item(label)
         with self._lock, write_transaction(self._db):
-            rows = self._db.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? "
-                                    "AND item_id = ?", (tenant, label.item_id)).fetchall()
-            existing = page_of(rows, 1)[0][0] if rows else None
+            existing = one_label(self._db.execute(f"{SELECT_LABELS} WHERE tenant = ? AND item_id = ?",
+                                                  (tenant, label.item_id)).fetchall())
             result = merged_label(existing, label)
             if result is None:
                 return False
             if existing is None:
                 check_room(tenant, self.count_locked(tenant), 1, self.max_per_tenant)
-            self._db.execute(
-                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = excluded.text, labels = excluded.labels, "
-                "reviewer = excluded.reviewer, labelled_at = excluded.labelled_at",
-                (tenant, result.item_id, result.text, labels_json(result.labels), result.reviewer,
-                 result.labelled_at or self._clock()))
+            self._db.execute(UPSERT_LABEL, label_row(tenant, result, self._clock()))
         return True
 
     def label_of(self, tenant: str, item_id: str) -> Label | None:
         """`tenant`'s label of `item_id`, or None."""
         with self._lock:
-            rows = self._db.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = ? "
-                                    "AND item_id = ?", (tenant, item_id)).fetchall()
-        return page_of(rows, 1)[0][0] if rows else None
+            rows = self._db.execute(f"{SELECT_LABELS} WHERE tenant = ? AND item_id = ?", (tenant, item_id)).fetchall()
+        return one_label(rows)
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
         """Delete `tenant`'s labels of `item_ids` (an erasure request, a label given by mistake), and the appeals

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 import zlib
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from services.router.control.appeals import APPEAL_COLUMNS, Appeal, already_resolved, appeal_from_row, appeal_row, check_appeal_room
-from services.router.control.label_store import (DEFAULT_PAGE, Label, Submitted, check_delete, check_item, check_items,
-                                                 check_page_limit, check_room, decode_token, labels_json, merged_label,
-                                                 page_of)
+from services.router.control.label_store import (DEFAULT_PAGE, SELECT_LABELS, UPSERT_LABEL, Label, Submitted, check_delete,
+                                                 check_item, check_items, check_page_limit, check_room, decode_token,
+                                                 label_row, merged_label, one_label, page_of)
 from services.router.control.postgres import PgConnection
 from services.trainer.examples import MAX_EXAMPLES
 
@@ -30,6 +30,15 @@ _TENANT_LOCK = 0x6C61_0000_0000
 #: The same for one tenant's appeals (their bound).
 _APPEAL_LOCK = 0x6170_0000_0000
 _APPEAL_SELECT = f"SELECT {', '.join(APPEAL_COLUMNS)} FROM appeals"
+
+
+#: `UPSERT_LABEL` with PostgreSQL's placeholders.
+_UPSERT = UPSERT_LABEL.replace("?", "%s")
+
+
+def _typed(rows: Sequence[tuple[Any, ...]]) -> list[tuple[str, str, str, str, float]]:
+    """`SELECT_LABELS` rows as `page_of` reads them (the driver's JSON and numeric types made plain)."""
+    return [(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in rows]
 
 
 class PostgresLabelStore:
@@ -55,22 +64,17 @@ class PostgresLabelStore:
             total = int(row[0]) if row else 0
             added = len(latest) - len(known)
             check_room(tenant, total, added, self.max_per_tenant)
-            cursor.executemany(
-                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (%s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = EXCLUDED.text, labels = EXCLUDED.labels, "
-                "reviewer = EXCLUDED.reviewer, labelled_at = EXCLUDED.labelled_at",
-                [(tenant, item.item_id, item.text, labels_json(item.labels), item.reviewer, item.labelled_at or now)
-                 for item in latest.values()])
+            cursor.executemany(_UPSERT, [label_row(tenant, item, now) for item in latest.values()])
         return Submitted(added, len(known), total + added)
 
     def page(self, tenant: str, *, limit: int = DEFAULT_PAGE, page_token: str = "") -> tuple[list[Label], str]:
         """`tenant`'s labels in item-id order after `page_token` (see LabelStore.page)."""
         check_page_limit(limit)
         # Byte order (collation "C"), whatever the database's locale: the page token is the last item id.
-        rows = self._db.fetch("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
+        rows = self._db.fetch(f"{SELECT_LABELS} WHERE tenant = %s "
                               "AND item_id COLLATE \"C\" > %s ORDER BY item_id COLLATE \"C\" LIMIT %s",
                               (tenant, decode_token(page_token), limit + 1))
-        return page_of([(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in rows], limit)
+        return page_of(_typed(rows), limit)
 
     def count(self, tenant: str) -> int:
         """How many items `tenant` has labels for."""
@@ -83,10 +87,8 @@ class PostgresLabelStore:
         check_item(label)
         with self._db.transaction() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_TENANT_LOCK + zlib.crc32(tenant.encode()),))
-            cursor.execute("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
-                           "AND item_id = %s", (tenant, label.item_id))
-            rows = [(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in cursor.fetchall()]
-            existing = page_of(rows, 1)[0][0] if rows else None
+            cursor.execute(f"{SELECT_LABELS} WHERE tenant = %s AND item_id = %s", (tenant, label.item_id))
+            existing = one_label(_typed(cursor.fetchall()))
             result = merged_label(existing, label)
             if result is None:
                 return False
@@ -94,19 +96,12 @@ class PostgresLabelStore:
                 cursor.execute("SELECT count(*) FROM labels WHERE tenant = %s", (tenant,))
                 row = cursor.fetchone()
                 check_room(tenant, int(row[0]) if row else 0, 1, self.max_per_tenant)
-            cursor.execute(
-                "INSERT INTO labels (tenant, item_id, text, labels, reviewer, labelled_at) VALUES (%s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (tenant, item_id) DO UPDATE SET text = EXCLUDED.text, labels = EXCLUDED.labels, "
-                "reviewer = EXCLUDED.reviewer, labelled_at = EXCLUDED.labelled_at",
-                (tenant, result.item_id, result.text, labels_json(result.labels), result.reviewer,
-                 result.labelled_at or self._clock()))
+            cursor.execute(_UPSERT, label_row(tenant, result, self._clock()))
         return True
 
     def label_of(self, tenant: str, item_id: str) -> Label | None:
         """`tenant`'s label of `item_id`, or None."""
-        rows = self._db.fetch("SELECT item_id, text, labels, reviewer, labelled_at FROM labels WHERE tenant = %s "
-                              "AND item_id = %s", (tenant, item_id))
-        return page_of([(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in rows], 1)[0][0] if rows else None
+        return one_label(_typed(self._db.fetch(f"{SELECT_LABELS} WHERE tenant = %s AND item_id = %s", (tenant, item_id))))
 
     def delete(self, tenant: str, item_ids: Sequence[str]) -> int:
         """Delete `tenant`'s labels of `item_ids` and those items' appeals in one transaction; how many labels
