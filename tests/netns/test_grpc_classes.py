@@ -40,19 +40,29 @@ def delta(after: Status, before: Status) -> dict[tuple[str, str], int]:
     return {key: value - old[key] for key, value in packets(after).items()}
 
 
-def quiet_status(attachment: Attachment, tries: int = 20) -> Status:
+def counters(status: Status) -> tuple[object, ...]:
+    """Every counter one status read: BPF per class and direction, unclassified, HTB per class."""
+    return (tuple((c.bpf["egress"], c.bpf["ingress"], c.htb) for c in status.classes),
+            status.unclassified["egress"], status.unclassified["ingress"])
+
+
+def quiet_status(attachment: Attachment, tries: int = 50) -> Status:
     """A status read while no packet is moving, so BPF and HTB counters are read at the same point.
 
-    Regression: the connection's last packets (after the service stopped) could pass between the two
-    reads of one status and make the exact comparison fail by one packet."""
+    One read takes the BPF counters, then HTB's: a packet between the two makes HTB run ahead. Two
+    reads in a row with every counter equal (BPF and HTB) mean nothing moved from the first BPF read to
+    the second HTB read, so the second is consistent. Regressions: the connection's last packets (after
+    the service stopped) passed between the two halves of one read; comparing only HTB, with the last
+    read taken whatever it held once the tries ran out, let that through on a loaded CI machine."""
     previous = attachment.status()
     for _ in range(tries):
         time.sleep(0.2)
         current = attachment.status()
-        if [c.htb for c in current.classes] == [c.htb for c in previous.classes]:
+        if counters(current) == counters(previous):
             return current
         previous = current
-    return previous
+    raise AssertionError(f"{attachment.target.dev}: counters still moving after {tries * 0.2:.0f} s: "
+                         f"{counters(previous)}")
 
 
 def test_grpc_calls_are_counted_in_their_dscp_class_both_ways(bed: VethBed, state_dir: Path) -> None:
@@ -83,7 +93,10 @@ def test_grpc_calls_are_counted_in_their_dscp_class_both_ways(bed: VethBed, stat
                     expected_bytes = htb_class.bpf["egress"].bytes
                     if htb_class.name == plan.default_class.name:
                         expected_bytes += status.unclassified["egress"].bytes
-                    assert htb_class.htb.bytes == expected_bytes, (attachment.target.dev, htb_class)
+                    assert htb_class.htb.bytes == expected_bytes, (
+                        f"{attachment.target.dev} {htb_class.name}: HTB {htb_class.htb.packets} packets "
+                        f"{htb_class.htb.bytes} bytes; BPF egress {htb_class.bpf['egress']}, "
+                        f"unclassified egress {status.unclassified['egress']}")
                 assert status.unclassified["egress"].packets < 50  # ARP/ND and the like, not the gRPC calls
         finally:
             server.detach()
