@@ -5,7 +5,8 @@ For each bank the tenant may see (its own, and shared ones; never another tenant
 
 1. the bank's `enabled_ratio`: a bank enabled for part of the content (a gradual roll-out, as HMA's
    matching_enabled_ratio) matches an item only when the item's content hash falls in that share;
-2. exact signals: the image's MD5 or SHA-256, the text's canonical SHA-256 (distance 0);
+2. exact signals: the image's MD5 or SHA-256, the text's canonical SHA-256 (distance 0); a file (an
+   animation as sent) has only these, its MD5 and SHA-256;
 3. perceptual signals: PDQ within the bank's `pdq_distance` (each of the query's hashes: the image as sent
    and, when the service queries them, its rotations and flips), only when the image's PDQ quality reaches
    the bank's `min_pdq_quality` (a flat image's hash matches everything); the text SimHash within the
@@ -31,7 +32,7 @@ from services.common.contracts.match import Match
 from services.match.banks import LoadedBank
 from services.match.signals import ImageSignals, TextSignals, matchable
 
-__all__ = ["enabled_for", "match_image", "match_text"]
+__all__ = ["enabled_for", "match_file", "match_image", "match_text"]
 
 
 def enabled_for(content_sha256: str, ratio: float) -> bool:
@@ -65,6 +66,20 @@ def match_image(banks: Sequence[LoadedBank], signals: ImageSignals) -> list[Matc
                 best = (distance, "pdq", content_id)
         if best is not None:
             found.append(_match(bank, *best))
+    return _suppressed(found, banks)
+
+
+def match_file(banks: Sequence[LoadedBank], md5: str, sha256: str) -> list[Match]:
+    """The exact matches of a file's bytes (MD5, SHA-256 hex) in `banks`: an animation's file as sent, whose
+    frames are matched as still images besides."""
+    found = []
+    for bank in banks:
+        if not enabled_for(sha256, bank.spec.enabled_ratio):
+            continue
+        for signal, value in (("sha256", sha256), ("md5", md5)):
+            if (signal, value) in bank.exact:
+                found.append(_match(bank, 0, signal, bank.exact[(signal, value)]))
+                break
     return _suppressed(found, banks)
 
 

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import threading
@@ -39,7 +40,7 @@ from services.common.image_decode import ImageLimits, decode_rgb
 from services.common.serving.model_api import ModelFile
 from services.match.banks import BankRepository, LoadedBanks
 from services.match.flood import FloodGuard
-from services.match.matcher import match_image, match_text
+from services.match.matcher import match_file, match_image, match_text
 from services.match.metrics import MatchCollector
 from services.match.settings import MatchSettings
 from services.match.signals import MAX_TEXT_CHARS, image_signals, text_signals
@@ -80,7 +81,7 @@ class MatchModel:
         #: written by the batch thread, read at scrape time.
         self.matches: dict[tuple[str, str], int] = {}
         self.floods: dict[str, int] = {}
-        self.work: dict[str, list[float]] = {"text": [0.0, 0], "image": [0.0, 0]}
+        self.work: dict[str, list[float]] = {kind: [0.0, 0] for kind in contract.KINDS}
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="match-banks", daemon=True) if watch else None
         if self._watcher is not None:
@@ -116,6 +117,8 @@ class MatchModel:
             error = ""
             if kind == "text":
                 found = match_text(visible, text_signals(content.decode("utf-8", "replace")[:MAX_TEXT_CHARS]))
+            elif kind == "file":
+                found = match_file(visible, hashlib.md5(content).hexdigest(), hashlib.sha256(content).hexdigest())
             else:
                 try:
                     rgb = decode_rgb(content, self.limits)

@@ -159,9 +159,11 @@ def _scope(selection: Selection, models: Sequence[tuple[str, str]]) -> list[str]
 
 
 def _parts(item: ValidItem, texts: dict[int, NormalizedText]) -> list[tuple[str, bytes]]:
-    # each part under its index: an animation's frames come in an order of their own (services/router/frames.py)
-    return [(f"image@{part.index}", part.data) if isinstance(part, ImagePart)
-            else (f"text@{part.index}", texts[part.index].text.encode("utf-8")) for part in item.parts]
+    # each part under its index: an animation's frames come in an order of their own (services/router/frames.py);
+    # and an animation's file as sent (two files whose sampled frames agree may still differ in their exact hashes)
+    return [*((f"image@{part.index}", part.data) if isinstance(part, ImagePart)
+              else (f"text@{part.index}", texts[part.index].text.encode("utf-8")) for part in item.parts),
+            *((f"animation@{part.index}", part.data) for part in item.animations)]
 
 
 def _is_text_part_span(evidence: Evidence, texts: dict[int, NormalizedText]) -> bool:

@@ -405,7 +405,8 @@ def _expanded(item: ValidItem, sampled: Mapping[int, list[Frame]]) -> tuple[Vali
             header = replace(part.header, format=frame.format, width=frame.width, height=frame.height, frames=1,
                              animated=False)
             parts.append(ImagePart(index, frame.data, header, (part.index, frame.index)))
-    return ValidItem(item.id, tuple(parts)), frames
+    animations = tuple(p for p in item.images if p.index in sampled)
+    return ValidItem(item.id, tuple(parts), item.animations + animations), frames
 
 
 def with_frames(verdict: Verdict, frames: Mapping[int, tuple[int, int]]) -> Verdict:

@@ -250,12 +250,14 @@ class Pipeline:
         collected, tenant = job.collected, job.requester.tenant
         envelopes = [match_contract.encode_item(tenant, "image", part.data) if isinstance(part, ImagePart)
                      else match_contract.encode_item(tenant, "text", part.text.encode("utf-8")) for part in item.parts]
+        # an animation's file by its exact hashes, besides its frames; a match names the part (and frame 0)
+        envelopes += [match_contract.encode_item(tenant, "file", part.data) for part in item.animations]
         answered = await _optional_call(self.match, envelopes, job, MATCH_SHARE, match_contract.decode_row,
                                         StageFailure(MATCH_STAGE, ""))
         if answered is None:
             return
         rows, decoded = answered
-        for part, (matches, _) in zip(item.parts, decoded):
+        for part, (matches, _) in zip((*item.parts, *item.animations), decoded):
             collected.matches.extend(MatchFinding(part.index, m) for m in matches)  # an undecodable image: vision says so
         _note_models(collected, MATCH_STAGE, rows)
         rules = job.policy.document.matches

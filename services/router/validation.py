@@ -41,6 +41,9 @@ Part = TextPart | ImagePart
 class ValidItem:
     id: str
     parts: tuple[Part, ...]
+    #: The animated image parts as sent, once `parts` holds a sample of their frames instead
+    #: (services/router/frames.py): their files are matched by exact hash besides.
+    animations: tuple[ImagePart, ...] = ()
 
     @property
     def texts(self) -> list[TextPart]:

@@ -8,17 +8,21 @@ within the match service's reload interval."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import io
 import shutil
 from pathlib import Path
 
 import grpc
 import pytest
 import yaml
+from PIL import Image
 from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
+from bench.render import render_photo_like
 from services.common.serving.modality_config import load_service_config
 from services.common.serving.modality_main import build_service
 from services.common.service_config import ServerConfig
@@ -40,6 +44,14 @@ def moderate(stub: pb_grpc.ModerationServiceStub, item_id: str, *, text: str = "
     response: pb.ModerateResponse = stub.Moderate(pb.ModerateRequest(item=pb.Item(id=item_id, parts=[part])),
                                                   metadata=[("x-api-key", "demo-acme-key")], timeout=30.0)
     return response
+
+
+def gif_of(loop: int) -> bytes:
+    """A three-frame GIF of unrelated photo-like frames (in no bank)."""
+    frames = [Image.open(io.BytesIO(render_photo_like((160, 120), seed=seed))).convert("RGB") for seed in (11, 12, 13)]
+    out = io.BytesIO()
+    frames[0].save(out, "GIF", save_all=True, append_images=frames[1:], duration=200, loop=loop)
+    return out.getvalue()
 
 
 def matched(response: pb.ModerateResponse) -> list[tuple[str, str, str]]:
@@ -92,6 +104,22 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
             exact = await asyncio.to_thread(moderate, stub, "exact", image=photo)
             assert exact.decision == pb.BLOCK and exact.short_circuited
             assert matched(exact) == [("violence", "known_gore", "sha256")]
+
+            # An animation's file banked by its SHA-256: matched as the file, besides its frames as stills. A copy
+            # whose frames are the same but whose file differs (it loops once) matches nothing, and is not
+            # answered from the verdict cache of the banked one.
+            banked, looping_once = gif_of(loop=0), gif_of(loop=1)
+            store.add("known_gore", [Entry("sha256", hashlib.sha256(banked).hexdigest(), "case-9")])
+            for attempt in range(60):
+                animated = await asyncio.to_thread(moderate, stub, f"gif-{attempt}", image=banked)
+                if matched(animated):
+                    break
+                await asyncio.sleep(0.1)
+            assert animated.decision == pb.BLOCK and animated.short_circuited
+            assert [(e.match.signal_type, e.match.content_id, e.part_index, e.frame_index) for e in animated.evidence
+                    if e.HasField("match")] == [("sha256", "case-9", 0, 0)]
+            other = await asyncio.to_thread(moderate, stub, "gif-other", image=looping_once)
+            assert matched(other) == [] and other.decision == pb.ALLOW and not other.cached
 
             edited = SPAM.replace("$500", "$700").replace("telegram", "TELEGRAM 🚀")
             spam = await asyncio.to_thread(moderate, stub, "spam", text=edited)

@@ -3,8 +3,9 @@
 Model `match`:
 
 * input `ITEM`: BYTES [N, 1]. Each value is one item in an envelope: a JSON header line
-  `{"tenant": "...", "kind": "text" | "image"}`, a newline, then the content itself (UTF-8 text, or the
-  image's bytes as sent). One input, so the router's dispatcher and a Triton server send it like any
+  `{"tenant": "...", "kind": "text" | "image" | "file"}`, a newline, then the content itself (UTF-8 text,
+  the image's bytes as sent, or, for `file`, a file matched only by its exact hashes, MD5 and SHA-256, and
+  never decoded: the router sends an animation's file so, besides a still image of each kept frame). One input, so the router's dispatcher and a Triton server send it like any
   other modality's; the tenant is the router's authenticated tenant (the service matches its private
   banks and the shared ones, never another tenant's).
 * output `MATCHES`: BYTES [N, 1], per item a JSON list of matches (`encode_matches`), empty when nothing
@@ -29,7 +30,7 @@ import numpy as np
 from services.common.contracts.rows import MalformedRowError, row_json, row_text
 from services.common.contracts.tensors import TensorSpec
 
-__all__ = ["ERROR", "INPUT", "Kind", "MATCHES", "MODEL_NAME", "Match", "OUTPUTS", "ROUTER_OUTPUTS", "decode_item",
+__all__ = ["ERROR", "INPUT", "KINDS", "Kind", "MATCHES", "MODEL_NAME", "Match", "OUTPUTS", "ROUTER_OUTPUTS", "decode_item",
            "decode_row", "encode_item", "encode_matches"]
 
 MODEL_NAME = "match"
@@ -38,7 +39,8 @@ MATCHES = "MATCHES"
 ERROR = "ERROR"
 OUTPUTS = (TensorSpec(MATCHES, "BYTES", (1,)), TensorSpec(ERROR, "BYTES", (1,)))
 ROUTER_OUTPUTS: tuple[str, ...] = (MATCHES, ERROR)
-Kind = Literal["text", "image"]
+Kind = Literal["text", "image", "file"]
+KINDS: tuple[Kind, ...] = ("text", "image", "file")
 #: The envelope's header is at most this long (the content after it is bounded by the service's limits).
 MAX_HEADER_BYTES = 256
 
@@ -75,8 +77,8 @@ def decode_item(value: bytes) -> tuple[str, Kind, bytes]:
         tenant, kind = fields["tenant"], fields["kind"]
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"ITEM: the header is not {{\"tenant\": ..., \"kind\": ...}} ({error})") from None
-    if not isinstance(tenant, str) or not tenant or kind not in ("text", "image"):
-        raise ValueError("ITEM: the header needs a tenant and a kind of 'text' or 'image'")
+    if not isinstance(tenant, str) or not tenant or kind not in KINDS:
+        raise ValueError("ITEM: the header needs a tenant and a kind of 'text', 'image' or 'file'")
     return tenant, kind, bytes(value[len(header) + 1:])
 
 

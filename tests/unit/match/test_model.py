@@ -51,10 +51,22 @@ def test_a_batch_is_matched_per_item_and_per_tenant(model: MatchModel, photos: d
     assert out[4][0] == [] and "could not be decoded" in out[4][1]
 
 
+def test_a_file_is_matched_by_its_exact_hashes_only_and_never_decoded(model: MatchModel, photos: dict[str, bytes]) -> None:
+    data = photos["coffee.png"]
+    banked = b"GIF89a an animation's bytes, never decoded"
+    model.store.add("shared_gore", [Entry("md5", image_signals(banked, rgb(data)).md5, "g-2")])
+    model.reload_if_changed()
+    out = rows(model.infer(batch(("globex", "file", banked), ("globex", "file", banked + b"!"),
+                                 ("globex", "file", data))))  # the PNG's PDQ is banked; as a file it is not decoded
+    assert [(m.bank, m.signal_type, m.distance, m.content_id) for m in out[0][0]] == [("shared_gore", "md5", 0, "g-2")]
+    assert out[1] == ([], "") and out[2] == ([], "")
+    assert model.work["file"][1] == 3
+
+
 @pytest.mark.parametrize("value, problem", [
     (b"no header line", "no header line"),
     (b'{"tenant": "acme"}\nhello', "the header is not"),
-    (b'{"tenant": "acme", "kind": "video"}\nhello', "kind of 'text' or 'image'"),
+    (b'{"tenant": "acme", "kind": "video"}\nhello', "kind of 'text', 'image' or 'file'"),
 ])
 def test_a_malformed_envelope_is_refused_naming_the_row(model: MatchModel, value: bytes, problem: str) -> None:
     with pytest.raises(InvalidInputError, match=rf"ITEM\[1\]: ITEM: .*{problem}"):

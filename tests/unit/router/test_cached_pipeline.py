@@ -110,6 +110,20 @@ def test_parts_at_other_indexes_are_another_item() -> None:
     assert fake.calls == 2
 
 
+def test_animations_whose_sampled_frames_agree_are_another_item_when_their_files_differ() -> None:
+    # the match service matches an animation's file by exact hash: a banked file must not be answered with the
+    # verdict of another file whose sampled frames are the same
+    cached, fake = make()
+    fake.models.update({"vision": [("opennsfw", "1")], "ocr": [("ppocr", "1")]})
+    header, moving = ImageHeader("PNG", 4, 4), ImageHeader("GIF", 4, 4, frames=9, animated=True)
+    frames = (TextPart(0, "you idiot"), ImagePart(1, b"frame-0", header, (1, 0)), ImagePart(2, b"frame-5", header, (1, 5)))
+    first = ValidItem("it", frames, animations=(ImagePart(1, b"GIF89a one", moving),))
+    second = ValidItem("it", frames, animations=(ImagePart(1, b"GIF89a two", moving),))
+    for one in (first, second, first, second):
+        asyncio.run(cached.run(selection(), one, deadline=1e12, requester=REQUESTER))
+    assert fake.calls == 2
+
+
 def test_exact_text_keys_do_not_merge_spellings() -> None:
     cached, fake = make("exact")
     run(cached, selection(), "you idiot")

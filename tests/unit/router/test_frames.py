@@ -227,6 +227,7 @@ def test_an_item_gets_its_frames_as_parts_and_the_evidence_names_the_frame() -> 
     assert isinstance(expanded.parts[0], TextPart) and all(not p.header.animated for p in expanded.images)
     assert expanded.images[-1].data == item.images[-1].data  # a still part goes on as it came
     assert [p.field for p in expanded.images] == ["parts[1] frame 0", "parts[1] frame 7", "parts[1] frame 19", "parts[2]"]
+    assert expanded.animations == (item.images[0],)  # the file as sent, matched by its exact hashes
     line = OcrLineFinding(4, 0, "hidden words", 0.9, ((0, 0), (9, 0), (9, 9), (0, 9)))
     verdict = Verdict("block", [], [TextSpanEvidence("harassment", 4, 0, 6, "hidden", ocr_line=0),
                                     OcrLineEvidence("harassment", 4, line), ImageScoreEvidence("sexual", 3, "nsfw", {"sexual": 0.9}),

@@ -113,7 +113,7 @@ class Fake:
     def _match_row(self, envelope: bytes) -> Row:
         tenant, kind, content = contract.decode_item(envelope)
         found = []
-        if kind == "image" and content == b"KNOWN-BYTES":
+        if kind in ("image", "file") and content == b"KNOWN-BYTES":
             found = [contract.Match("known_gore", 9, "sha256", 0, "case-3", "violence", "high", "block")]
         elif kind == "text" and b"airdrop" in content:
             found = [contract.Match("spam_waves", 4, "text_simhash", 9, "wave-12", "spam", "medium", "review")]
@@ -154,6 +154,23 @@ async def test_an_exact_match_of_a_blocking_bank_short_circuits_the_slow_stages(
     assert outcome.short_circuited and outcome.verdict.decision == "block"
     assert [e for e in outcome.verdict.evidence if isinstance(e, MatchEvidence)] == [
         MatchEvidence("violence", 1, "known_gore", 9, "sha256", 0, "case-3")]
+
+
+async def test_an_animations_file_is_matched_by_exact_hash_besides_its_frames() -> None:
+    text, matcher = Fake("text"), Fake("match")
+    animation = ImagePart(1, b"KNOWN-BYTES", ImageHeader("GIF", 10, 10, frames=3, animated=True))
+    frames = (ImagePart(1, b"frame-0", HEADER, (1, 0)), ImagePart(2, b"frame-2", HEADER, (1, 2)))
+    item = ValidItem("i", (TextPart(0, "caption=0.1"), *frames), animations=(animation,))
+    pipeline = make(text, matcher)
+    pipeline.vision = cast(ModalityDispatcher, Fake("vision", delay_s=5.0))
+    policy = compile_policy(PolicyDocument("p", "1", profile="fast", matches=MatchRules(), ocr=OcrRules(enabled=False)))
+    outcome = await pipeline.run(item, policy, time.monotonic() + 10, Requester("acme"))
+    assert [contract.decode_item(p) for p in matcher.seen] == [
+        ("acme", "text", b"caption=0.1"), ("acme", "image", b"frame-0"), ("acme", "image", b"frame-2"),
+        ("acme", "file", b"KNOWN-BYTES")]
+    assert outcome.short_circuited and outcome.verdict.decision == "block"
+    assert [e for e in outcome.verdict.evidence if isinstance(e, MatchEvidence)] == [
+        MatchEvidence("violence", 1, "known_gore", 9, "sha256", 0, "case-3")]  # the part (its frame 0 once located)
 
 
 async def test_without_short_circuit_or_without_a_match_service() -> None:
