@@ -160,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
     banks.add_argument("--store", type=Path, default=Path(os.environ.get("AUDITMESH_BANKS_PATH") or "var/banks.sqlite"),
                        help="the bank store the match service reads (config/match.yaml match.banks_path; default: env "
-                       "AUDITMESH_BANKS_PATH, else var/banks.sqlite)")
+                       "AUDITMESH_BANKS_PATH, else var/banks.sqlite); with env AUDITMESH_BANKS_DSN set, the banks in "
+                       "that PostgreSQL instead (match.banks_dsn)")
     bank_actions = banks.add_subparsers(dest="action", required=True)
     create = bank_actions.add_parser("create", help="create a bank (refused when one of that name exists)")
     create.add_argument("name", help="1-64 lower-case letters, digits, '_' or '-'")
@@ -482,11 +483,19 @@ def _activate(args: argparse.Namespace) -> int:
 def banks(args: argparse.Namespace) -> int:
     """`auditmesh banks create|add|import|export|remove|list|delete`: print the JSON result (export: the
     hash list), or the problem and exit 2."""
-    from services.match.banks import BankError, BankSpec, BankStore, Entry
+    from services.common.serving.modality_config import ENV_BANKS_DSN
+    from services.match.bank_stores import open_bank_store
+    from services.match.banks import BankError, BankSpec, Entry
     from services.match.commands import (add_content, content_entries, create_bank, delete_bank, export_hashes,
                                          import_hashes, list_banks, remove_content)
 
-    store = BankStore(args.store)
+    from services.router.control.postgres import PostgresUnavailableError
+
+    try:
+        store = open_bank_store(str(args.store), os.environ.get(ENV_BANKS_DSN, "").strip())
+    except (PostgresUnavailableError, OSError) as error:
+        print(f"auditmesh banks {args.action}: {error}", file=sys.stderr)
+        return 2
     out: Any
     try:
         if args.action == "create":

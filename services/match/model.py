@@ -102,7 +102,7 @@ class MatchModel:
         if loading is not None and self._clock() - loading <= LOAD_GRACE * self.settings.max_stale_s:
             return None  # a large bank set takes a while to load: the store was readable, the load goes on
         return (f"banks not confirmed current for over max_stale_s ({self.settings.max_stale_s:g} s): the store "
-                f"{self.settings.banks_path} could not be read or reloaded; serving generation {self.banks.generation}")
+                f"{self.settings.store_location} could not be read or reloaded; serving generation {self.banks.generation}")
 
     def infer(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Match one batch; InvalidInputError for a malformed ITEM tensor or envelope."""
@@ -185,7 +185,7 @@ class MatchModel:
     def model_files(self) -> Sequence[ModelFile]:
         """No ONNX file: the banks are its data, named `banks` at the store generation loaded (so a router's
         verdict cache keys on it), besides each match's own bank version."""
-        return [ModelFile("banks", f"g{self.banks.generation}", self.settings.banks_path, source="bank store")]
+        return [ModelFile("banks", f"g{self.banks.generation}", self.settings.store_location, source="bank store")]
 
     def close(self) -> None:
         self._stop.set()

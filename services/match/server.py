@@ -6,7 +6,6 @@ Run: `python -m services.match.server --config config/match.yaml` (see `--help`)
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 from services.common.serving.modality_config import ModalityServiceConfig
@@ -15,10 +14,11 @@ from services.common.serving.model_api import ServedModel
 
 def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
     """The model this service serves, its banks loaded from the configured store."""
-    from services.match.banks import BankStore
+    from services.match.bank_stores import open_bank_store
     from services.match.model import MatchModel
 
-    return [MatchModel(BankStore(Path(config.match.banks_path)), config.match, limits=config.limits.image_limits())]
+    store = open_bank_store(config.match.banks_path, config.match.banks_dsn)
+    return [MatchModel(store, config.match, limits=config.limits.image_limits())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

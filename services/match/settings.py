@@ -15,8 +15,12 @@ class MatchSettings:
     it reports not ready, whether images are also queried in their 7 other rotations and flips, and the
     flood guard."""
 
-    #: The bank store (services/match/banks.py).
+    #: The bank store (services/match/banks.py): a SQLite file, unless `banks_dsn` is set.
     banks_path: str = "var/banks.sqlite"
+    #: PostgreSQL holding the banks instead (services/match/banks_postgres.py): the database the routers'
+    #: `lifecycle.postgres_dsn` names, so every replica of both reads what BankAdmin writes. Env
+    #: AUDITMESH_BANKS_DSN (it may carry a password: set it from a secret; never in a repr or a log).
+    banks_dsn: str = field(default="", repr=False)
     #: Seconds between looks at the store's generation (each replica adds up to 20 % jitter).
     reload_interval_s: float = 5.0
     #: Seconds the loaded banks may go without being confirmed current (the store read and the same
@@ -36,3 +40,12 @@ class MatchSettings:
         if self.max_stale_s < 2 * self.reload_interval_s:
             raise ValueError(f"max_stale_s must be at least twice reload_interval_s ({2 * self.reload_interval_s:g}), "
                              f"got {self.max_stale_s}")
+
+    @property
+    def store_location(self) -> str:
+        """The bank store as logs and errors name it: the file, or PostgreSQL's user@host:port/db (no password)."""
+        if self.banks_dsn:
+            from services.router.control.postgres import describe_dsn
+
+            return f"postgresql {describe_dsn(self.banks_dsn)}"
+        return self.banks_path

@@ -158,10 +158,11 @@ class LifecycleConfig:
     review_tasks_path: str = ""
     #: How often buffered review tasks are written (a crash can lose at most this interval's tasks).
     review_flush_interval_s: float = 0.05
-    #: The bank store the BankAdmin API writes (services/match/banks.py): the same file as the match service's
-    #: `match.banks_path`. "" = `banks.sqlite` beside the policy store (var/banks.sqlite, the match service's
-    #: default), except with `postgres_dsn` (replicas share no file: BankAdmin is not served then unless a path
-    #: is named); "off" = BankAdmin not served. Env AUDITMESH_BANKS_PATH (the match service reads it too).
+    #: The bank store the BankAdmin API writes (services/match/banks.py): the same store the match services read.
+    #: A file path (the match service's `match.banks_path`); "" = `banks.sqlite` beside the policy store
+    #: (var/banks.sqlite, the match service's default), or with `postgres_dsn`, that database
+    #: (services/match/banks_postgres.py; the match services read it with `match.banks_dsn`); "off" = BankAdmin
+    #: not served. Env AUDITMESH_BANKS_PATH.
     banks_path: str = ""
     #: PostgreSQL shared by every router replica for the policy store and the audit log
     #: (services/router/control/store_postgres.py, audit_postgres.py); "" = the SQLite files above.
@@ -174,9 +175,14 @@ class LifecycleConfig:
         return self.labels_path or str(Path(self.store_path).parent / "labels.sqlite")
 
     @property
+    def banks_in_postgres(self) -> bool:
+        """Whether BankAdmin's banks are in PostgreSQL (`postgres_dsn` set, no `banks_path` named)."""
+        return bool(self.postgres_dsn) and not self.banks_path
+
+    @property
     def banks_file(self) -> str | None:
         """Where the bank store is: `banks_path`, else beside the policy store; None when BankAdmin is off."""
-        if self.banks_path == "off" or (not self.banks_path and self.postgres_dsn):
+        if self.banks_path == "off" or self.banks_in_postgres:
             return None
         return self.banks_path or str(Path(self.store_path).parent / "banks.sqlite")
 

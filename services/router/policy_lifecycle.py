@@ -38,6 +38,8 @@ from services.router.control.review_queue import ReviewQueue, ReviewTasks, task_
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
 from services.match.banks import BankRepository, BankStore
+from services.match.banks_postgres import PostgresBankStore
+from services.router.control.postgres import describe_dsn
 from services.router.pipeline import Outcome
 from services.router.control.control import PolicyControl
 from services.router.control.runtime import PolicyRuntime, Selection
@@ -109,10 +111,14 @@ class PolicyLifecycle:
         labels: LabelRepository = PostgresLabelStore(dsn) if dsn else LabelStore(Path(settings.labels_file))
         reviews: ReviewTasks = (PostgresReviewQueue(dsn, retention_s=retention_s) if dsn
                                 else ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s))
-        banks_file = settings.banks_file if config.admin_listen else None
-        banks = BankStore(Path(banks_file)) if banks_file else None
-        if banks_file:
-            log.info("BankAdmin manages the bank store %s (the match service must read the same file)", banks_file)
+        banks: BankRepository | None = None
+        if config.admin_listen and settings.banks_in_postgres:
+            banks = PostgresBankStore(dsn)
+            log.info("BankAdmin manages the banks in PostgreSQL %s (match services: match.banks_dsn, the same database)",
+                     describe_dsn(dsn))
+        elif config.admin_listen and settings.banks_file:
+            banks = BankStore(Path(settings.banks_file))
+            log.info("BankAdmin manages the bank store %s (the match service must read the same file)", settings.banks_file)
         return cls(config, control, audit, auth, labels=labels, reviews=reviews, banks=banks,
                    changes=PolicyChangeFeed(dsn) if dsn else None,
                    fleet=CanaryFleet(connect(config.redis, timeout_s=1.0), config.redis.key("canary"))

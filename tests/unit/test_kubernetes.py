@@ -59,7 +59,7 @@ from services.common.serving.batcher import BatchReport
 from services.common.serving.modality_config import ModalityServiceConfig, load_service_config
 from services.common.serving.model_metrics import ModelMetrics
 from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY
-from services.common.serving.modality_config import ENV_ORT_PROVIDERS
+from services.common.serving.modality_config import ENV_BANKS_DSN, ENV_ORT_PROVIDERS
 from services.common.tls_config import (ENV_TLS_CERT_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_TLS_KEY_FILE,
                                         ENV_UPSTREAM_TLS_CA_FILE, ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE)
 from services.router.config import (ENV_ADMIN_KEYS_FILE, ENV_ADMIN_LISTEN, ENV_ALLOW_DEMO_KEYS, ENV_AUDIT_LOG,
@@ -90,7 +90,7 @@ KNOWN_ENV = {ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY, ENV_ORT_PROVI
              *ENV_UPSTREAM_URL.values(), ENV_ADMIN_LISTEN, ENV_ALLOW_DEMO_KEYS, ENV_SECRET_FILE, ENV_ADMIN_SECRET_FILE,
              ENV_TLS_CERT_FILE, ENV_TLS_KEY_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_UPSTREAM_TLS_CA_FILE,
              ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE, ENV_ADMIN_KEYS_FILE, ENV_POLICY_STORE, ENV_AUDIT_LOG,
-             ENV_REDIS_URL, ENV_POSTGRES_DSN}
+             ENV_REDIS_URL, ENV_POSTGRES_DSN, ENV_BANKS_DSN}
 #: The images docker/Dockerfile builds (the match service runs the router image: it has no models).
 IMAGES = {"router": "auditmesh-router", "match": "auditmesh-router",
           **{modality: f"auditmesh-{modality}" for modality in MODALITIES}}
@@ -455,8 +455,7 @@ def test_rules_the_api_server_enforces_beyond_the_schema(target: str) -> None:
 
 def test_config_maps_hold_the_repository_config() -> None:
     """The Kubernetes copies are config/'s files (kustomize reads nothing outside its folder); router.yaml
-    differs only where its header says: connection age 300 s, no inline admin key, a match upstream, no BankAdmin
-    (the match pod's bank store is on its own volume)."""
+    differs only where its header says: connection age 300 s, no inline admin key, a match upstream."""
     for path in [*BASE_CONFIG.glob("*.yaml"), *BASE_CONFIG.glob("policies/*.yaml")]:
         if path.name != "router.yaml":
             original = ROOT / "config" / path.relative_to(BASE_CONFIG)
@@ -469,13 +468,12 @@ def test_config_maps_hold_the_repository_config() -> None:
     expected = yaml.safe_load((ROOT / "config" / "router.yaml").read_text())
     expected["server"]["max_connection_age_s"] = 300
     expected["lifecycle"]["admin_keys"] = []
-    expected["lifecycle"]["banks_path"] = "off"
     expected["upstreams"]["match"] = ours["upstreams"].get("match")
     differing = sorted(key for key in {*ours, *expected} if ours.get(key) != expected.get(key))
     assert not differing, f"copy config/router.yaml's {differing} to deploy/kubernetes/base/config/router.yaml"
     config = load_router_config(BASE_CONFIG / "router.yaml")
     assert set(config.upstreams) == {*MODALITIES, *OPTIONAL_UPSTREAMS} and config.lifecycle.admin_keys == ()
-    assert config.lifecycle.banks_file is None
+    assert config.lifecycle.banks_path == ""  # with the DSN every overlay sets: the banks in PostgreSQL
 
 
 @pytest.mark.parametrize("target", MESH_TARGETS)
@@ -709,7 +707,9 @@ def test_restricted_security_context_and_writable_paths(target: str, tmp_path: P
             life = config.lifecycle
             written = [life.store_path, life.audit_path, life.labels_file, life.review_tasks_file]
         else:
-            written = [config.tenant_classifiers, config.match.banks_path if service == "match" else ""]
+            # a match service with a DSN (production's Secret is not rendered) writes no bank file: its banks are in PostgreSQL
+            in_postgres = bool(config.match.banks_dsn) or ENV_BANKS_DSN in {item["name"] for item in container.get("env", [])}
+            written = [config.tenant_classifiers, config.match.banks_path if service == "match" and not in_postgres else ""]
         for path in ["/tmp/x", *(f"{APP_DIR}/{p}" for p in written if p)]:
             found = volume_mount_source(workload, container, path)
             assert found is not None, f"{workload['metadata']['name']}: nothing writable at {path}"
@@ -777,7 +777,8 @@ def ingress_peers(target: str, labels: Mapping[str, str], port: int) -> list[Obj
 @pytest.mark.parametrize("target", MESH_TARGETS)
 def test_network_policies(target: str) -> None:
     """Default deny, then: metrics from `monitoring`, admin from admin-labelled pods, public router ports
-    from anyone, Triton's HTTP port from nobody, every other port only from the router pods."""
+    from anyone, Triton's HTTP port from nobody, PostgreSQL from the router and match pods, every other port
+    only from the router pods."""
     assert any(p["spec"]["podSelector"] == {} and "ingress" not in p["spec"] for p in of_kind(target, "NetworkPolicy"))
     routers = [w for w, _, s in auditmesh_containers(target) if s == "router"]
     assert routers and all(selects(ROUTER_LABEL, pod_labels(w)) for w in routers)
@@ -794,6 +795,9 @@ def test_network_policies(target: str) -> None:
                     assert peers is None, f"{name}: clients must reach the public port"
                 elif port["name"] == "http" and "tritonserver" in container["image"]:
                     assert peers == [], f"{name}: Triton's HTTP port is for kubelet's probes only"
+                elif port["name"] == "postgres":  # the routers' shared state, and the match pods' banks
+                    assert peers == [{"podSelector": {"matchLabels": ROUTER_LABEL}},
+                                     {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "match"}}}], name
                 else:
                     assert peers == [{"podSelector": {"matchLabels": ROUTER_LABEL}}], f"{name}: {port}"
 
@@ -850,11 +854,20 @@ def test_routers_share_state_through_redis_and_postgres(target: str, tmp_path: P
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every lane shares quotas and canary counts through Redis (ENV_REDIS_URL) and the policy store and
     audit log through PostgreSQL (ENV_POSTGRES_DSN): in dev the components' Services, in production the managed ones, whose
-    URLs come from Secrets. The names are the ones the router reads, and the URLs load."""
+    URLs come from Secrets. The names are the ones the router reads, and the URLs load. The match pods read their banks
+    from the same database (ENV_BANKS_DSN), where the routers' BankAdmin writes them."""
     redis = [s for s in of_kind(target, "Service") if s["metadata"]["name"] == "auditmesh-redis"]
     postgres = [s for s in of_kind(target, "Service") if s["metadata"]["name"] == "auditmesh-postgres"]
     assert bool(redis) == bool(postgres) == (target == "overlays/dev"), target
     for workload, container, service in auditmesh_containers(target):
+        if service == "match":  # its banks: the database where the routers' BankAdmin writes them
+            items = {item["name"]: item for item in container["env"]}
+            assert items[ENV_BANKS_DSN]["valueFrom"]["secretKeyRef"] == {"name": "auditmesh-postgres", "key": "dsn"}
+            if target == "overlays/dev":
+                with monkeypatch.context() as patch:
+                    match_config, _ = load_config(target, workload, container, service, tmp_path / "match", patch)
+                assert isinstance(match_config, ModalityServiceConfig)
+                assert match_config.match.banks_dsn == secret_key(target, items[ENV_BANKS_DSN]["valueFrom"]["secretKeyRef"])
         if service != "router":
             continue
         items = {item["name"]: item for item in container["env"]}
@@ -867,6 +880,7 @@ def test_routers_share_state_through_redis_and_postgres(target: str, tmp_path: P
             with monkeypatch.context() as patch:
                 config, _ = load_config(target, workload, container, service, tmp_path / workload["metadata"]["name"], patch)
             assert isinstance(config, RouterConfig) and config.lifecycle.postgres_dsn == dsn
+            assert config.lifecycle.banks_in_postgres  # BankAdmin writes the banks the match pods read
             assert config.redis.url == items[ENV_REDIS_URL]["value"]
         else:
             assert items[ENV_REDIS_URL]["valueFrom"]["secretKeyRef"] == {"name": "auditmesh-redis", "key": "url"}

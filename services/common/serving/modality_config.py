@@ -4,7 +4,7 @@ Environment overrides, read once at start (for containers): `AUDITMESH_LISTEN`, 
 `AUDITMESH_TLS_*` (see `services.common.service_config`), `AUDITMESH_MODEL_REPOSITORY` (path),
 `AUDITMESH_ORT_PROVIDERS` (`onnxruntime.providers`, comma-separated: the CUDA image sets
 `CUDAExecutionProvider,CPUExecutionProvider`), `AUDITMESH_BANKS_PATH` (the match service's
-`match.banks_path`) and the internal secrets `AUDITMESH_INTERNAL_SECRET[_FILE]`, `AUDITMESH_INTERNAL_ADMIN_SECRET[_FILE]`
+`match.banks_path`), `AUDITMESH_BANKS_DSN` (`match.banks_dsn`: its banks in PostgreSQL) and the internal secrets `AUDITMESH_INTERNAL_SECRET[_FILE]`, `AUDITMESH_INTERNAL_ADMIN_SECRET[_FILE]`
 (`services.common.internal_auth`).
 """
 
@@ -31,6 +31,8 @@ from services.common.serving.onnx_session import SessionOptions
 ENV_ORT_PROVIDERS = "AUDITMESH_ORT_PROVIDERS"
 #: The match service's bank store (overrides `match.banks_path`).
 ENV_BANKS_PATH = "AUDITMESH_BANKS_PATH"
+#: The match service's banks in PostgreSQL (overrides `match.banks_dsn`; it may carry a password).
+ENV_BANKS_DSN = "AUDITMESH_BANKS_DSN"
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ def load_service_config(path: Path) -> ModalityServiceConfig:
         config = replace(config, model_repository=os.environ[ENV_MODEL_REPOSITORY])
     if os.environ.get(ENV_BANKS_PATH, "").strip():
         config = replace(config, match=replace(config.match, banks_path=os.environ[ENV_BANKS_PATH].strip()))
+    if os.environ.get(ENV_BANKS_DSN, "").strip():
+        config = replace(config, match=replace(config.match, banks_dsn=os.environ[ENV_BANKS_DSN].strip()))
     if os.environ.get(ENV_ORT_PROVIDERS, "").strip():
         providers = tuple(p.strip() for p in os.environ[ENV_ORT_PROVIDERS].split(",") if p.strip())
         try:

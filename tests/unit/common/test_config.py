@@ -59,3 +59,24 @@ def test_shipped_router_config_loads_with_all_upstreams(monkeypatch: pytest.Monk
     assert isinstance(config, RouterConfig)
     assert config.upstreams["ocr"].url == "ocr:8103"
     assert config.upstreams["text"].model == "text_moderation"
+
+
+def test_the_bank_store_follows_the_postgres_dsn_unless_a_file_is_named(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    dsn = "postgresql://auditmesh:pw@db:5432/auditmesh"
+    config = load_router_config(ROOT / "config" / "router.yaml")
+    assert not config.lifecycle.banks_in_postgres and config.lifecycle.banks_file == "var/banks.sqlite"
+    monkeypatch.setenv("AUDITMESH_POSTGRES_DSN", dsn)
+    shared = load_router_config(ROOT / "config" / "router.yaml").lifecycle
+    assert shared.banks_in_postgres and shared.banks_file is None
+    monkeypatch.setenv("AUDITMESH_BANKS_PATH", str(tmp_path / "banks.sqlite"))
+    named = load_router_config(ROOT / "config" / "router.yaml").lifecycle
+    assert not named.banks_in_postgres and named.banks_file == str(tmp_path / "banks.sqlite")
+    monkeypatch.setenv("AUDITMESH_BANKS_PATH", "off")
+    off = load_router_config(ROOT / "config" / "router.yaml").lifecycle
+    assert not off.banks_in_postgres and off.banks_file is None
+    # the match service: its DSN from the environment, never in a repr
+    monkeypatch.setenv("AUDITMESH_BANKS_DSN", dsn)
+    match = load_service_config(ROOT / "config" / "match.yaml")
+    assert match.match.banks_dsn == dsn and "pw@" not in repr(match) and match.match.store_location == \
+        "postgresql auditmesh@db:5432/auditmesh"

@@ -1,0 +1,60 @@
+"""The bank store contract (`services.match.banks.BankRepository`), one check for every store: the SQLite file
+(tests/unit/match/test_bank_store.py) and PostgreSQL (tests/integration/test_banks_postgres.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.match.banks import BankExistsError, BankNotFoundError, BankRepository, BankSpec, Entry, LoadedBanks
+
+MD5 = "0" * 31 + "1"
+SHA = "ab" * 32
+PDQ = "f0" * 32
+
+
+def check_bank_store_contract(store: BankRepository) -> None:
+    """Versions and the generation move with every change and only then; owners are checked with the change;
+    the first report of a hash keeps its content id; a snapshot holds every bank with its hashes."""
+    start = store.generation()
+    assert store.create_bank(BankSpec("acme-scams", owner="acme", category="spam")) == 1
+    with pytest.raises(BankExistsError, match="'acme-scams' exists"):
+        store.create_bank(BankSpec("acme-scams", shared=True, category="spam"))
+    assert store.put_bank(BankSpec("acme-scams", owner="acme", category="spam", action="review")) == 2
+    assert store.put_bank(BankSpec("shared-gore", shared=True, category="violence")) == 1
+    assert store.bank("acme-scams") == (BankSpec("acme-scams", owner="acme", category="spam", action="review"), 2)
+    assert store.bank("nothing") is None
+
+    assert store.add("acme-scams", [Entry("md5", MD5, "case-1"), Entry("sha256", SHA, "case-1"),
+                                    Entry("pdq", PDQ, "case-2")], owner="acme") == 3
+    assert store.add("acme-scams", [Entry("md5", MD5, "case-9")]) == 4  # already there: keeps case-1
+    assert store.add("acme-scams", []) == 4
+    assert store.counts("acme-scams") == {"md5": 1, "sha256": 1, "pdq": 1}
+    assert store.entries("acme-scams") == [Entry("md5", MD5, "case-1"), Entry("pdq", PDQ, "case-2"),
+                                           Entry("sha256", SHA, "case-1")]
+    for wrong in (lambda: store.add("acme-scams", [Entry("md5", MD5)], owner="globex"),
+                  lambda: store.update_bank(BankSpec("acme-scams", owner="globex", category="spam")),
+                  lambda: store.delete_bank("acme-scams", owner="globex"),
+                  lambda: store.remove_content("acme-scams", ["case-1"], owner="globex"),
+                  lambda: store.add("nothing", [Entry("md5", MD5)])):
+        with pytest.raises(BankNotFoundError):
+            wrong()
+    assert store.bank("acme-scams") == (BankSpec("acme-scams", owner="acme", category="spam", action="review"), 4)
+
+    generation, banks = store.snapshot()
+    assert generation == store.generation() == start + 5
+    assert [(spec.name, version, len(entries)) for spec, version, entries in banks] == [("acme-scams", 4, 3),
+                                                                                        ("shared-gore", 1, 0)]
+    loaded = LoadedBanks.load(store)
+    assert loaded.generation == generation and [b.spec.name for b in loaded.visible_to("globex")] == ["shared-gore"]
+    assert loaded.banks[0].exact[("md5", MD5)] == "case-1" and len(loaded.banks[0].pdq) == 1
+
+    assert store.remove("acme-scams", [Entry("pdq", PDQ), Entry("pdq", "00" * 32)], owner="acme") == (1, 5)
+    assert store.remove_content("acme-scams", ["case-1", "case-1"]) == (2, 6)
+    assert store.update_bank(BankSpec("acme-scams", owner="acme", category="spam")) == 7
+    assert store.banks() == [(BankSpec("acme-scams", owner="acme", category="spam"), 7),
+                             (BankSpec("shared-gore", shared=True, category="violence"), 1)]
+    store.delete_bank("acme-scams", owner="acme")
+    with pytest.raises(BankNotFoundError):
+        store.delete_bank("acme-scams")
+    assert store.bank("acme-scams") is None and store.entries("acme-scams") == []
+    assert store.generation() == start + 9
