@@ -10,6 +10,9 @@ fingerprint's false-match rate, printed as JSON.
   the flat scan and multi-index hashing (`services/match/index.py`): build seconds, resident memory the
   index added (RSS), query P50/P99 at distance 31, and recall against the exact answer on queries that are
   stored hashes with 1-31 bits flipped. Targets: 10M hashes in < 2 GB, P99 < 5 ms at 1M, recall >= 0.99.
+* `store_reload`: a bank of `--reload-size` hashes in the SQLite bank store: its first load, a reload after
+  100 hashes were added (only those read and indexed: the bank is extended, `LoadedBanks.load`), and one
+  after a hash was removed (the bank built whole again): seconds, hashes read, memory of the first load.
 * `text_false_matches`: the benign messages of the naturalistic corpus's training split against each other:
   the share of pairs within the default text distance (a bank of benign-looking spam would match that share
   of unrelated benign messages), and the smallest distance seen.
@@ -124,12 +127,53 @@ def text_false_matches(limit: int = 3000) -> dict[str, Any]:
             "false_match_rate": within / pairs, "smallest_distance": smallest}
 
 
+def store_reload(size: int, added: int = 100, seed: int = 1) -> dict[str, Any]:
+    """A bank of `size` random PDQ hashes in a SQLite bank store: seconds and resident memory of a first load,
+    then of a reload after `added` hashes were added (the bank extended with them, not rebuilt) and after one
+    was removed (built whole again)."""
+    import tempfile
+    from pathlib import Path
+
+    from services.match.banks import BankStore, Entry, LoadedBanks
+
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory() as folder:
+        store = BankStore(Path(folder) / "banks.sqlite")
+        store.put_bank(BankSpec("big", shared=True, category="spam"))
+        hashes = rng.integers(0, 256, (size + added, 32), dtype=np.uint8)
+        started = time.perf_counter()
+        for start in range(0, size, 100_000):
+            store.add("big", [Entry("pdq", row.tobytes().hex(), f"c-{start + i}") for i, row in enumerate(hashes[start:min(size, start + 100_000)])])
+        written_s = time.perf_counter() - started
+        before = _rss_mb()
+        started = time.perf_counter()
+        first = LoadedBanks.load(store)
+        full_s = time.perf_counter() - started
+        held_mb = _rss_mb() - before
+        store.add("big", [Entry("pdq", row.tobytes().hex(), f"n-{i}") for i, row in enumerate(hashes[size:])])
+        started = time.perf_counter()
+        extended = LoadedBanks.load(store, previous=first)
+        extended_s = time.perf_counter() - started
+        assert len(extended.banks[0].pdq) == size + added and extended.banks[0].base is first.banks[0].base
+        store.remove("big", [Entry("pdq", hashes[0].tobytes().hex())])
+        started = time.perf_counter()
+        rebuilt = LoadedBanks.load(store, previous=extended)
+        rebuilt_s = time.perf_counter() - started
+        store.close()
+    return {"hashes": size, "added": added, "write_s": round(written_s, 2), "full_load_s": round(full_s, 3),
+            "full_load_rss_mb": round(held_mb, 1), "reload_after_adding_s": round(extended_s, 4),
+            "reload_after_adding_read": extended.read, "reload_after_removing_s": round(rebuilt_s, 3),
+            "reload_after_removing_read": rebuilt.read}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.match_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, action="append", help="bank sizes (repeatable; default 10k, 100k, 1M)")
     parser.add_argument("--kinds", action="append", choices=("flat", "mih"), help="index kinds (default both)")
     parser.add_argument("--skip-hashing", action="store_true", help="index sizes only")
+    parser.add_argument("--reload-size", type=int, default=1_000_000,
+                        help="hashes of the bank whose reloads through the SQLite store are timed (0: skip; default 1M)")
     args = parser.parse_args(argv)
     account = CpuAccount.start()
     report: dict[str, Any] = {"bench": "match", **code_version()}
@@ -138,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["index"] = [index(size, kind) for size in (args.sizes or DEFAULT_SIZES) for kind in (args.kinds or ("flat", "mih"))]
     if not args.skip_hashing:
         report["text_false_matches"] = text_false_matches()
+    if args.reload_size:
+        report["store_reload"] = store_reload(args.reload_size)
     report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # the whole process
     report["foreign_cpu_share"] = account.foreign_cpu_share()
     print(json.dumps(report, indent=1))

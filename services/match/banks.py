@@ -27,6 +27,7 @@ import json
 import re
 import threading
 import time
+from collections import ChainMap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Literal, Mapping, Protocol, Sequence
@@ -34,11 +35,11 @@ from typing import Callable, Literal, Mapping, Protocol, Sequence
 import numpy as np
 
 from services.common.taxonomy import CATEGORIES, is_well_formed_custom_category
-from services.match.index import HammingIndex
+from services.match.index import HammingIndex, IndexLayers
 from services.router.control.sqlite_wal import open_shared
 
-__all__ = ["BankError", "BankExistsError", "BankNotFoundError", "BankRepository", "BankSpec", "BankStore", "Entry",
-           "LoadedBank", "LoadedBanks", "SIGNAL_TYPES"]
+__all__ = ["BankChanges", "BankError", "BankExistsError", "BankIndexes", "BankNotFoundError", "BankRepository", "BankSpec",
+           "BankStore", "Entry", "LoadedBank", "LoadedBanks", "MAX_DELTA", "SIGNAL_TYPES", "incremental_since"]
 
 SignalType = Literal["pdq", "md5", "sha256", "text_simhash", "text_sha256"]
 #: Signal types and the hex length of their values.
@@ -55,6 +56,13 @@ CREATE INDEX IF NOT EXISTS entries_content ON entries (bank, content_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0);
 """
+#: Columns added since the first schema (a file written before gets them, with these defaults): a bank's
+#: `epoch` (the store generation that created it: a bank deleted and created again under its name is
+#: another bank), `removed_at` (its version when hashes were last removed), an entry's `added` (the bank's
+#: version that added it). With them a reader holding a bank at version v loads only what was added since.
+_COLUMNS = (("banks", "epoch", "INTEGER NOT NULL DEFAULT 0"), ("banks", "removed_at", "INTEGER NOT NULL DEFAULT 0"),
+            ("entries", "added", "INTEGER NOT NULL DEFAULT 0"))
+_ADDED_INDEX = "CREATE INDEX IF NOT EXISTS entries_added ON entries (bank, added)"
 
 
 class BankError(ValueError):
@@ -135,7 +143,7 @@ class Entry:
 class BankRepository(Protocol):
     """What the match service (loading), BankAdmin and `auditmesh banks` (managing) need of a bank store:
     the embedded SQLite one below, or a shared backend that keeps the same contract (every change raises
-    the bank's version and the store's generation, in one transaction; `snapshot` is one consistent read;
+    the bank's version and the store's generation, in one transaction; `changes` is one consistent read;
     BankNotFoundError / BankExistsError / BankError as documented; with `owner`, a change applies only if the
     bank is that owner's ("" = shared) when the change is written, else BankNotFoundError). Blocking;
     thread-safe."""
@@ -162,7 +170,7 @@ class BankRepository(Protocol):
 
     def entries(self, bank: str) -> list[Entry]: ...
 
-    def snapshot(self) -> tuple[int, list[tuple[BankSpec, int, list[Entry]]]]: ...
+    def changes(self, held: Mapping[str, tuple[int, int]]) -> tuple[int, list[BankChanges]]: ...
 
     def generation(self) -> int: ...
 
@@ -178,32 +186,39 @@ class BankStore:
         self._lock = threading.Lock()
         self._db = open_shared(path)
         self._db.executescript(_SCHEMA)
+        for table, column, declaration in _COLUMNS:
+            if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        self._db.execute(_ADDED_INDEX)
 
     def create_bank(self, spec: BankSpec) -> int:
         """Create a new bank; BankExistsError when one of that name exists (`put_bank` replaces a spec on
         purpose: re-creating by mistake must not hand a bank's hashes to another owner). The check and the
         insert are one write transaction, so two callers racing for a name cannot both create it."""
-        def insert() -> None:
+        def insert(version: int) -> None:
             if self._db.execute("SELECT 1 FROM banks WHERE name = ?", (spec.name,)).fetchone() is not None:
                 raise BankExistsError(f"bank {spec.name!r} exists; delete it first, or change its settings on purpose")
-            self._db.execute("INSERT INTO banks (name, spec, version, updated) VALUES (?, ?, 0, 0)",
-                             (spec.name, json.dumps(asdict(spec), sort_keys=True)))
+            self._db.execute("INSERT INTO banks (name, spec, version, updated, epoch) VALUES (?, ?, 0, 0, ?)",
+                             (spec.name, json.dumps(asdict(spec), sort_keys=True), self._next_generation()))
         with self._lock:
             return self._write(spec.name, insert, create=True)
 
-    def snapshot(self) -> tuple[int, list[tuple[BankSpec, int, list[Entry]]]]:
-        """The generation and every bank with its hashes, read in one transaction (one consistent state,
-        never a bank's old spec with its new hashes)."""
+    def changes(self, held: Mapping[str, tuple[int, int]]) -> tuple[int, list[BankChanges]]:
+        """The generation and every bank, read in one transaction (one consistent state, never a bank's old spec
+        with its new hashes): for a bank `held` names as (epoch, version) that is still that bank and has lost no
+        hash since that version, only the hashes added after it (`incremental`); for any other, all its hashes."""
         with self._lock:
             self._db.execute("BEGIN")
             try:
                 generation = int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
-                banks = self._db.execute("SELECT name, spec, version FROM banks ORDER BY name").fetchall()
+                banks = self._db.execute("SELECT name, spec, version, epoch, removed_at FROM banks ORDER BY name").fetchall()
                 out = []
-                for name, spec, version in banks:
-                    rows = self._db.execute("SELECT signal, value, content_id FROM entries WHERE bank = ? "
-                                            "ORDER BY signal, value", (name,)).fetchall()
-                    out.append((BankSpec(**json.loads(spec)), int(version), [Entry(*row) for row in rows]))
+                for name, spec, version, epoch, removed_at in banks:
+                    since = incremental_since(held.get(name), int(epoch), int(version), int(removed_at))
+                    rows = self._db.execute("SELECT signal, value, content_id FROM entries WHERE bank = ? AND added > ? "
+                                            "ORDER BY signal, value", (name, since)).fetchall()
+                    out.append(BankChanges(BankSpec(**json.loads(spec)), int(version), int(epoch),
+                                           [Entry(*row) for row in rows], incremental=since >= 0))
             finally:
                 self._db.execute("COMMIT")
         return generation, out
@@ -211,16 +226,17 @@ class BankStore:
     def put_bank(self, spec: BankSpec) -> int:
         """Create or replace `spec.name`'s spec (its hashes stay); the bank's new version."""
         with self._lock:
-            return self._write(spec.name, lambda: self._db.execute(
-                "INSERT INTO banks (name, spec, version, updated) VALUES (?, ?, 0, 0) ON CONFLICT (name) DO UPDATE "
-                "SET spec = excluded.spec", (spec.name, json.dumps(asdict(spec), sort_keys=True))), create=True)
+            return self._write(spec.name, lambda version: self._db.execute(
+                "INSERT INTO banks (name, spec, version, updated, epoch) VALUES (?, ?, 0, 0, ?) ON CONFLICT (name) DO UPDATE "
+                "SET spec = excluded.spec", (spec.name, json.dumps(asdict(spec), sort_keys=True), self._next_generation())),
+                create=True)
 
     def update_bank(self, spec: BankSpec) -> int:
         """Replace an existing bank's settings, only while it has the same owner (`spec.owner`, "" = shared) when
         written: BankNotFoundError otherwise (a bank deleted meanwhile stays deleted, one re-created for
         another owner keeps its owner); the bank's new version."""
         with self._lock:
-            return self._write(spec.name, lambda: self._db.execute(
+            return self._write(spec.name, lambda version: self._db.execute(
                 "UPDATE banks SET spec = ? WHERE name = ?", (json.dumps(asdict(spec), sort_keys=True), spec.name)),
                 owner=spec.owner)
 
@@ -244,19 +260,20 @@ class BankStore:
         with self._lock:
             if not entries:
                 return self._version(bank, owner)
-            return self._write(bank, lambda: self._db.executemany(
-                "INSERT OR IGNORE INTO entries (bank, signal, value, content_id) VALUES (?, ?, ?, ?)",
-                [(bank, e.signal, e.value, e.content_id) for e in entries]), owner=owner)
+            return self._write(bank, lambda version: self._db.executemany(
+                "INSERT OR IGNORE INTO entries (bank, signal, value, content_id, added) VALUES (?, ?, ?, ?, ?)",
+                [(bank, e.signal, e.value, e.content_id, version) for e in entries]), owner=owner)
 
     def remove(self, bank: str, entries: Sequence[Entry], *, owner: str | None = None) -> tuple[int, int]:
         """Remove hashes from `bank` (by signal and value); how many went and its new version."""
         removed = 0
 
-        def change() -> None:
+        def change(version: int) -> None:
             nonlocal removed
             for e in entries:
                 removed += self._db.execute("DELETE FROM entries WHERE bank = ? AND signal = ? AND value = ?",
                                             (bank, e.signal, e.value)).rowcount
+            self._db.execute("UPDATE banks SET removed_at = ? WHERE name = ?", (version, bank))
         with self._lock:
             if not entries:
                 return 0, self._version(bank, owner)
@@ -268,11 +285,12 @@ class BankStore:
         id); how many went and the bank's new version."""
         removed = 0
 
-        def change() -> None:
+        def change(version: int) -> None:
             nonlocal removed
             for content_id in dict.fromkeys(content_ids):
                 removed += self._db.execute("DELETE FROM entries WHERE bank = ? AND content_id = ?",
                                             (bank, content_id)).rowcount
+            self._db.execute("UPDATE banks SET removed_at = ? WHERE name = ?", (version, bank))
         with self._lock:
             if not content_ids:
                 return 0, self._version(bank, owner)
@@ -324,15 +342,22 @@ class BankStore:
         self._check_owner(bank, owner)
         return int(self._db.execute("SELECT version FROM banks WHERE name = ?", (bank,)).fetchone()[0])
 
-    def _write(self, bank: str, change: object, *, create: bool = False, owner: str | None = None) -> int:
+    def _next_generation(self) -> int:
+        """Inside a write: the generation this write makes (a new bank's epoch)."""
+        return int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]) + 1
+
+    def _write(self, bank: str, change: Callable[[int], object], *, create: bool = False, owner: str | None = None) -> int:
+        """`change(new version)` in one write transaction with the owner check (unless creating), the bank's
+        version and the store's generation raised; the bank's new version."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             if not create:
                 self._check_owner(bank, owner)
-            change()  # type: ignore[operator]
-            self._db.execute("UPDATE banks SET version = version + 1, updated = ? WHERE name = ?", (self._clock(), bank))
+            row = self._db.execute("SELECT version FROM banks WHERE name = ?", (bank,)).fetchone()
+            version = (int(row[0]) if row else 0) + 1
+            change(version)
+            self._db.execute("UPDATE banks SET version = ?, updated = ? WHERE name = ?", (version, self._clock(), bank))
             self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
-            version = int(self._db.execute("SELECT version FROM banks WHERE name = ?", (bank,)).fetchone()[0])
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -340,15 +365,82 @@ class BankStore:
         return version
 
 
+def incremental_since(held: tuple[int, int] | None, epoch: int, version: int, removed_at: int) -> int:
+    """The bank version after which a reader holding `held` = (epoch, version) of a bank needs only the hashes
+    added since, or -1 when it needs them all: it holds none, another bank of that name (another epoch), a
+    version newer than the store's, or one older than the bank's last removal.
+
+    Example::
+
+        >>> incremental_since((3, 5), 3, 8, 2), incremental_since((3, 5), 3, 8, 6), incremental_since((2, 5), 3, 8, 0)
+        (5, -1, -1)
+    """
+    if held is None or held[0] != epoch or not removed_at <= held[1] <= version:
+        return -1
+    return held[1]
+
+
 @dataclass(frozen=True)
-class LoadedBank:
-    """One bank, ready to search: its perceptual indexes and its exact hashes (value -> content id)."""
+class BankChanges:
+    """One bank as `BankRepository.changes` reads it: its spec, version and epoch, and its hashes: all of them,
+    or (`incremental`) those added after the version the reader holds."""
 
     spec: BankSpec
     version: int
+    epoch: int
+    entries: list[Entry]
+    incremental: bool = False
+
+
+#: A loaded bank takes hashes added since its last full build as a small second layer (no rebuild of the
+#: large one) until that layer holds this many; the reload after that builds the bank whole again.
+MAX_DELTA = 50_000
+
+
+@dataclass(frozen=True)
+class BankIndexes:
+    """One set of a bank's hashes, ready to search: PDQ and text SimHash indexes, exact hashes (value -> content id)."""
+
     pdq: HammingIndex
     text: HammingIndex
-    exact: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    exact: dict[tuple[str, str], str]
+
+    @classmethod
+    def of(cls, entries: Sequence[Entry]) -> BankIndexes:
+        return cls(_index(entries, "pdq"), _index(entries, "text_simhash"),
+                   {(e.signal, e.value): e.content_id or e.value for e in entries if e.signal in ("md5", "sha256", "text_sha256")})
+
+
+@dataclass(frozen=True)
+class LoadedBank:
+    """One bank, ready to search: its hashes as of its last full build (`base`) and those added since
+    (`delta`, at most MAX_DELTA, indexed on their own), searched as one (`pdq`, `text`, `exact`)."""
+
+    spec: BankSpec
+    version: int
+    base: BankIndexes
+    epoch: int = 0
+    delta: tuple[Entry, ...] = ()
+    pdq: IndexLayers = field(init=False, repr=False)
+    text: IndexLayers = field(init=False, repr=False)
+    exact: Mapping[tuple[str, str], str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        added = BankIndexes.of(self.delta) if self.delta else None
+        layers = (self.base, added) if added is not None else (self.base,)
+        object.__setattr__(self, "pdq", IndexLayers(tuple(layer.pdq for layer in layers)))
+        object.__setattr__(self, "text", IndexLayers(tuple(layer.text for layer in layers)))
+        object.__setattr__(self, "exact", ChainMap(added.exact, self.base.exact) if added is not None else self.base.exact)
+
+    @classmethod
+    def built(cls, spec: BankSpec, version: int, entries: Sequence[Entry], epoch: int = 0) -> LoadedBank:
+        """A bank built whole from all its hashes."""
+        return cls(spec, version, BankIndexes.of(entries), epoch)
+
+    def extended(self, spec: BankSpec, version: int, added: Sequence[Entry]) -> LoadedBank:
+        """This bank at `version` with `spec`, holding `added` besides (hashes added since this version): the
+        base is kept as it is; the added hashes join the delta layer, which alone is indexed anew."""
+        return LoadedBank(spec, version, self.base, self.epoch, self.delta + tuple(added))
 
     @property
     def size(self) -> int:
@@ -362,16 +454,25 @@ class LoadedBanks:
     generation: int
     banks: tuple[LoadedBank, ...]
     loaded_at: float
+    #: Hashes this load read from the store (all of each bank built whole, only the added ones of the others).
+    read: int = 0
 
     @classmethod
-    def load(cls, store: BankRepository, clock: Callable[[], float] = time.time) -> LoadedBanks:
-        generation, banks = store.snapshot()
+    def load(cls, store: BankRepository, clock: Callable[[], float] = time.time, *,
+             previous: LoadedBanks | None = None) -> LoadedBanks:
+        """Every bank of `store`. With `previous` (what is loaded now), a bank that only gained hashes since is
+        extended with them (its large indexes kept; `LoadedBank.extended`) while its delta stays within
+        MAX_DELTA; any other bank is built whole."""
+        held = {bank.spec.name: bank for bank in previous.banks if len(bank.delta) < MAX_DELTA} if previous else {}
+        generation, banks = store.changes({name: (bank.epoch, bank.version) for name, bank in held.items()})
         loaded = []
-        for spec, version, entries in banks:
-            loaded.append(LoadedBank(spec, version, _index(entries, "pdq"), _index(entries, "text_simhash"),
-                                     {(e.signal, e.value): e.content_id or e.value for e in entries
-                                      if e.signal in ("md5", "sha256", "text_sha256")}))
-        return cls(generation, tuple(loaded), clock())
+        for change in banks:
+            old = held.get(change.spec.name)
+            if change.incremental and old is not None:
+                loaded.append(old.extended(change.spec, change.version, change.entries))
+            else:
+                loaded.append(LoadedBank.built(change.spec, change.version, change.entries, change.epoch))
+        return cls(generation, tuple(loaded), clock(), sum(len(change.entries) for change in banks))
 
     def visible_to(self, tenant: str) -> list[LoadedBank]:
         return [bank for bank in self.banks if bank.spec.visible_to(tenant)]

@@ -3,8 +3,10 @@ BankAdmin writes it) and every match service replica (each reads it and swaps in
 generation moves). Same contract as the SQLite store (`services.match.banks.BankStore`, a
 `BankRepository`): a change is one transaction that raises the bank's version and the store's
 generation; an owner check and the change it guards are one transaction (the bank's row locked), so a bank
-deleted or re-created for another owner meanwhile is never changed; a snapshot is read in one
-REPEATABLE READ transaction (one consistent state, never a bank's old spec with its new hashes).
+deleted or re-created for another owner meanwhile is never changed; `changes` reads in one REPEATABLE READ
+transaction (one consistent state, never a bank's old spec with its new hashes), and for a bank the reader
+holds that has only gained hashes since, only the ones added (an entry's `added` version, a bank's
+`epoch` and `removed_at`, as in the SQLite store).
 
 The tables come with the router's migrations (services/router/control/postgres.py, migration 4), applied
 by whichever process connects first.
@@ -21,17 +23,18 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import psycopg
 
-from services.match.banks import BankExistsError, BankNotFoundError, BankSpec, Entry
+from services.match.banks import BankChanges, BankExistsError, BankNotFoundError, BankSpec, Entry, incremental_since
 from services.router.control.postgres import PgConnection, describe_dsn
 
 __all__ = ["PostgresBankStore"]
 
 _SPEC = "SELECT spec, version FROM match_banks"
 _ENTRIES = "SELECT signal, value, content_id FROM match_entries WHERE bank = %s ORDER BY signal, value"
+_ADDED = "SELECT signal, value, content_id FROM match_entries WHERE bank = %s AND added > %s ORDER BY signal, value"
 
 
 def _spec(raw: Any) -> BankSpec:
@@ -52,22 +55,22 @@ class PostgresBankStore:
 
     def create_bank(self, spec: BankSpec) -> int:
         """Create a new bank; BankExistsError when one of that name exists (see BankStore.create_bank)."""
-        def insert(cursor: psycopg.Cursor[Any]) -> None:
-            cursor.execute("INSERT INTO match_banks (name, spec, version, updated) VALUES (%s, %s, 0, 0) "
-                           "ON CONFLICT (name) DO NOTHING", (spec.name, _json(spec)))
+        def insert(cursor: psycopg.Cursor[Any], version: int) -> None:
+            cursor.execute("INSERT INTO match_banks (name, spec, version, updated, epoch) VALUES (%s, %s, 0, 0, %s) "
+                           "ON CONFLICT (name) DO NOTHING", (spec.name, _json(spec), _next_generation(cursor)))
             if not cursor.rowcount:
                 raise BankExistsError(f"bank {spec.name!r} exists; delete it first, or change its settings on purpose")
         return self._write(spec.name, insert, create=True)
 
     def put_bank(self, spec: BankSpec) -> int:
         """Create or replace `spec.name`'s spec (its hashes stay); the bank's new version."""
-        return self._write(spec.name, lambda cursor: cursor.execute(
-            "INSERT INTO match_banks (name, spec, version, updated) VALUES (%s, %s, 0, 0) ON CONFLICT (name) "
-            "DO UPDATE SET spec = excluded.spec", (spec.name, _json(spec))), create=True)
+        return self._write(spec.name, lambda cursor, version: cursor.execute(
+            "INSERT INTO match_banks (name, spec, version, updated, epoch) VALUES (%s, %s, 0, 0, %s) ON CONFLICT (name) "
+            "DO UPDATE SET spec = excluded.spec", (spec.name, _json(spec), _next_generation(cursor))), create=True)
 
     def update_bank(self, spec: BankSpec) -> int:
         """Replace an existing bank's settings while it has the same owner (see BankStore.update_bank)."""
-        return self._write(spec.name, lambda cursor: cursor.execute(
+        return self._write(spec.name, lambda cursor, version: cursor.execute(
             "UPDATE match_banks SET spec = %s WHERE name = %s", (_json(spec), spec.name)), owner=spec.owner)
 
     def delete_bank(self, name: str, *, owner: str | None = None) -> None:
@@ -83,20 +86,21 @@ class PostgresBankStore:
         `entries` is empty)."""
         if not entries:
             return self._version(bank, owner)
-        return self._write(bank, lambda cursor: cursor.executemany(
-            "INSERT INTO match_entries (bank, signal, value, content_id) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            [(bank, e.signal, e.value, e.content_id) for e in entries]), owner=owner)
+        return self._write(bank, lambda cursor, version: cursor.executemany(
+            "INSERT INTO match_entries (bank, signal, value, content_id, added) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT DO NOTHING", [(bank, e.signal, e.value, e.content_id, version) for e in entries]), owner=owner)
 
     def remove(self, bank: str, entries: Sequence[Entry], *, owner: str | None = None) -> tuple[int, int]:
         """Remove hashes from `bank` (by signal and value); how many went and its new version."""
         removed = 0
 
-        def change(cursor: psycopg.Cursor[Any]) -> None:
+        def change(cursor: psycopg.Cursor[Any], version: int) -> None:
             nonlocal removed
             for e in entries:
                 cursor.execute("DELETE FROM match_entries WHERE bank = %s AND signal = %s AND value = %s",
                                (bank, e.signal, e.value))
                 removed += cursor.rowcount
+            cursor.execute("UPDATE match_banks SET removed_at = %s WHERE name = %s", (version, bank))
         if not entries:
             return 0, self._version(bank, owner)
         version = self._write(bank, change, owner=owner)
@@ -106,11 +110,12 @@ class PostgresBankStore:
         """Remove every hash of `bank` banked under one of `content_ids`; how many went and its new version."""
         removed = 0
 
-        def change(cursor: psycopg.Cursor[Any]) -> None:
+        def change(cursor: psycopg.Cursor[Any], version: int) -> None:
             nonlocal removed
             cursor.execute("DELETE FROM match_entries WHERE bank = %s AND content_id = ANY(%s)",
                            (bank, list(dict.fromkeys(content_ids))))
             removed = cursor.rowcount
+            cursor.execute("UPDATE match_banks SET removed_at = %s WHERE name = %s", (version, bank))
         if not content_ids:
             return 0, self._version(bank, owner)
         version = self._write(bank, change, owner=owner)
@@ -133,20 +138,23 @@ class PostgresBankStore:
     def entries(self, bank: str) -> list[Entry]:
         return [Entry(str(signal), str(value), str(content_id)) for signal, value, content_id in self._db.fetch(_ENTRIES, (bank,))]
 
-    def snapshot(self) -> tuple[int, list[tuple[BankSpec, int, list[Entry]]]]:
-        """The generation and every bank with its hashes, read in one REPEATABLE READ transaction."""
-        def read(cursor: psycopg.Cursor[Any]) -> tuple[int, list[tuple[BankSpec, int, list[Entry]]]]:
+    def changes(self, held: Mapping[str, tuple[int, int]]) -> tuple[int, list[BankChanges]]:
+        """The generation and every bank, read in one REPEATABLE READ transaction: for a bank `held` names as
+        (epoch, version) that has lost no hash since, only the hashes added after that version (see
+        BankStore.changes)."""
+        def read(cursor: psycopg.Cursor[Any]) -> tuple[int, list[BankChanges]]:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             cursor.execute("SET LOCAL statement_timeout = 0")  # a large bank set takes long to read; the reload is off the request path
             cursor.execute("SELECT value FROM match_meta WHERE key = 'generation'")
             row = cursor.fetchone()
             generation = int(row[0]) if row else 0
-            cursor.execute("SELECT name, spec, version FROM match_banks ORDER BY name COLLATE \"C\"")
-            banks = cursor.fetchall()
+            cursor.execute("SELECT name, spec, version, epoch, removed_at FROM match_banks ORDER BY name COLLATE \"C\"")
             out = []
-            for name, spec, version in banks:
-                cursor.execute(_ENTRIES.encode(), (name,))
-                out.append((_spec(spec), int(version), [Entry(str(s), str(v), str(c)) for s, v, c in cursor.fetchall()]))
+            for name, spec, version, epoch, removed_at in cursor.fetchall():
+                since = incremental_since(held.get(str(name)), int(epoch), int(version), int(removed_at))
+                cursor.execute(_ADDED.encode(), (name, since))
+                out.append(BankChanges(_spec(spec), int(version), int(epoch),
+                                       [Entry(str(s), str(v), str(c)) for s, v, c in cursor.fetchall()], incremental=since >= 0))
             return generation, out
         return self._db.retrying(read)
 
@@ -175,16 +183,24 @@ class PostgresBankStore:
             row = cursor.fetchone()
             return int(row[0]) if row else 0
 
-    def _write(self, bank: str, change: Callable[[psycopg.Cursor[Any]], object], *, create: bool = False,
+    def _write(self, bank: str, change: Callable[[psycopg.Cursor[Any], int], object], *, create: bool = False,
                owner: str | None = None) -> int:
-        """`change` in one transaction with the owner check (unless creating), the bank's version and the
-        store's generation raised; the bank's new version."""
+        """`change(cursor, new version)` in one transaction with the owner check (unless creating; the bank's row
+        locked), the bank's version and the store's generation raised; the bank's new version."""
         with self._db.transaction() as cursor:
             if not create:
                 self._check_owner(cursor, bank, owner)
-            change(cursor)
-            cursor.execute("UPDATE match_banks SET version = version + 1, updated = %s WHERE name = %s RETURNING version",
-                           (self._clock(), bank))
+            cursor.execute("SELECT version FROM match_banks WHERE name = %s FOR UPDATE", (bank,))
             row = cursor.fetchone()
+            version = (int(row[0]) if row else 0) + 1
+            change(cursor, version)
+            cursor.execute("UPDATE match_banks SET version = %s, updated = %s WHERE name = %s", (version, self._clock(), bank))
             cursor.execute("UPDATE match_meta SET value = value + 1 WHERE key = 'generation'")
-            return int(row[0]) if row else 0
+            return version
+
+
+def _next_generation(cursor: psycopg.Cursor[Any]) -> int:
+    """Inside a write: the generation it makes (a new bank's epoch; read under the row lock writes take)."""
+    cursor.execute("SELECT value FROM match_meta WHERE key = 'generation' FOR UPDATE")
+    row = cursor.fetchone()
+    return (int(row[0]) if row else 0) + 1

@@ -6,8 +6,9 @@ Banks use an exhaustive scan (`IndexBinaryFlat`: exact; ~2 ms at 10^6 hashes); b
 `nhash` substrings, and any hash within distance r of the query agrees exactly with it on at least one
 substring when r < nhash * (substring bits + 1)... faiss probes each substring's buckets up to a
 flip distance, so recall depends on `nflip`); `bench/match_bench.py` measures both, with recall against
-the exhaustive answer. An index is built once, off the request path, and never changed afterwards: a bank
-change builds a new one (services/match/banks.py swaps it in whole).
+the exhaustive answer. An index is built once, off the request path, and never changed afterwards. A bank
+is searched as `IndexLayers`: its index as last built whole, and a small one of the hashes added since
+(services/match/banks.py), so adding hashes to a large bank rebuilds only the small one.
 
 Example::
 
@@ -22,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["HammingIndex", "MIH_FROM"]
+__all__ = ["HammingIndex", "IndexLayers", "MIH_FROM"]
 
 #: Banks with at least this many hashes get a multi-index hashing index instead of a flat scan. Measured
 #: (bench/match_bench.py, 256-bit hashes, distance 31): at 1M hashes the flat scan answers in P99 1.95 ms
@@ -80,3 +81,26 @@ class HammingIndex:
     def memory_bytes(self) -> int:
         """The hashes' bytes plus the ids' (an estimate of what the index holds)."""
         return len(self.ids) * (self.bits // 8) + sum(len(i) + 49 for i in self.ids)
+
+
+@dataclass(frozen=True)
+class IndexLayers:
+    """Several indexes of one bank's hashes (disjoint), searched as one."""
+
+    layers: tuple[HammingIndex, ...]
+
+    def __len__(self) -> int:
+        return sum(len(layer) for layer in self.layers)
+
+    def query(self, hashes: np.ndarray, max_distance: int) -> list[list[tuple[str, int]]]:
+        """As `HammingIndex.query`, over every layer: per query row, the hits of all layers, nearest first."""
+        answers = [layer.query(hashes, max_distance) for layer in self.layers if len(layer)]
+        if len(answers) == 1:
+            return answers[0]
+        rows = len(np.asarray(hashes).reshape(-1, self.layers[0].bits // 8)) if self.layers else 0
+        if not answers:
+            return [[] for _ in range(rows)]
+        return [sorted((hit for answer in answers for hit in answer[row]), key=lambda hit: hit[1]) for row in range(rows)]
+
+    def memory_bytes(self) -> int:
+        return sum(layer.memory_bytes() for layer in self.layers)

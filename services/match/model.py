@@ -3,9 +3,11 @@ searches the banks its tenant may see (services/match/matcher.py).
 
 The banks are loaded from the bank store (services/match/banks.py) when the model is built, so the
 service reports ready only once its indexes are loaded. A background thread looks at the store's
-generation every `reload_interval_s` (with up to 20 % jitter, so replicas do not rebuild at once) and,
-when it changed, builds every index anew off the request path and swaps the whole set in one
-assignment: a request is matched against one generation, never a mix. A reload that fails keeps the old
+generation every `reload_interval_s` (with up to 20 % jitter, so replicas do not reload at once) and,
+when it changed, loads the new set off the request path and swaps it in in one assignment: a request is
+matched against one generation, never a mix. A bank that only gained hashes since is not rebuilt: the
+store answers only the added hashes, which join a small second index layer (services/match/banks.py,
+`LoadedBanks.load`); a bank with hashes removed, a new bank, or a delta layer past MAX_DELTA is built whole. A reload that fails keeps the old
 set and is logged; `stale_s` says how long ago the set was last confirmed current, and past
 `max_stale_s` `serving_problem` names why the model is not ready (ModelReady and grpc.health say so).
 
@@ -200,12 +202,12 @@ class MatchModel:
             return False
         self._loading_since = looked_at
         try:
-            loaded = LoadedBanks.load(self.store)
+            loaded = LoadedBanks.load(self.store, previous=self.banks)  # banks that only gained hashes: only those read
         finally:
             self._loading_since = None
         self.banks = loaded  # one assignment: requests see the old set or the new one
         self._current_at = self._clock()  # read and loaded: current now, however long the load took
-        log.info("banks reloaded: %d banks, generation %d", len(loaded.banks), loaded.generation)
+        log.info("banks reloaded: %d banks, generation %d, %d hashes read", len(loaded.banks), loaded.generation, loaded.read)
         return True
 
     def _watch(self) -> None:

@@ -126,11 +126,13 @@ MIGRATIONS: tuple[str, ...] = (
     # 4: banks of known content, shared by router replicas (BankAdmin) and match services (services/match/banks_postgres.py).
     """
     CREATE TABLE match_banks (
-        name TEXT PRIMARY KEY, spec TEXT NOT NULL, version BIGINT NOT NULL, updated DOUBLE PRECISION NOT NULL);
+        name TEXT PRIMARY KEY, spec TEXT NOT NULL, version BIGINT NOT NULL, updated DOUBLE PRECISION NOT NULL,
+        epoch BIGINT NOT NULL, removed_at BIGINT NOT NULL DEFAULT 0);
     CREATE TABLE match_entries (
         bank TEXT NOT NULL, signal TEXT NOT NULL, value TEXT NOT NULL, content_id TEXT NOT NULL,
-        PRIMARY KEY (bank, signal, value));
+        added BIGINT NOT NULL, PRIMARY KEY (bank, signal, value));
     CREATE INDEX match_entries_content ON match_entries (bank, content_id);
+    CREATE INDEX match_entries_added ON match_entries (bank, added);
     CREATE TABLE match_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
     INSERT INTO match_meta (key, value) VALUES ('generation', 0);
     """,

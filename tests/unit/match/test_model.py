@@ -149,10 +149,10 @@ def test_a_long_reload_of_a_readable_store_is_not_staleness(tmp_path: Path) -> N
     seen: list[str | None] = []
 
     class SlowStore(BankStore):
-        def snapshot(self):  # type: ignore[no-untyped-def]
+        def changes(self, held):  # type: ignore[no-untyped-def]
             clock.now += 70  # loading 10M hashes takes a while
             seen.append(slow.serving_problem())
-            return super().snapshot()
+            return super().changes(held)
 
     store = SlowStore(tmp_path / "banks.sqlite")
     slow = MatchModel(BankStore(tmp_path / "banks.sqlite"), MatchSettings(banks_path=str(tmp_path / "banks.sqlite"),
