@@ -481,5 +481,5 @@ class LoadedBanks:
 def _index(entries: Sequence[Entry], signal: str) -> HammingIndex:
     chosen = [e for e in entries if e.signal == signal]
     width = SIGNAL_TYPES[signal] // 2
-    rows = np.array([list(bytes.fromhex(e.value)) for e in chosen], dtype=np.uint8).reshape(len(chosen), width)
+    rows = np.frombuffer(bytes.fromhex("".join(e.value for e in chosen)), dtype=np.uint8).reshape(len(chosen), width)
     return HammingIndex.build(rows, [e.content_id or e.value for e in chosen])
