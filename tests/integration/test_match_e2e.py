@@ -22,6 +22,7 @@ from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
+from bench.match_mesh import closed_loop
 from bench.render import render_photo_like
 from services.common.serving.modality_config import load_service_config
 from services.common.serving.modality_main import build_service
@@ -104,6 +105,10 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
             exact = await asyncio.to_thread(moderate, stub, "exact", image=photo)
             assert exact.decision == pb.BLOCK and exact.short_circuited
             assert matched(exact) == [("violence", "known_gore", "sha256")]
+            # bench.match_mesh's closed loop counts what it is answered (here: every repeat blocked short-circuited)
+            async with grpc.aio.insecure_channel(mesh.address(router)) as aio_public:
+                loop = await closed_loop(pb_grpc.ModerationServiceStub(aio_public), photo, 0.5, 2, "bench")
+            assert loop["items"] == loop["block"] == loop["short_circuited"] > 0 and loop["errors"] == 0
 
             # An animation's file banked by its SHA-256: matched as the file, besides its frames as stills. A copy
             # whose frames are the same but whose file differs (it loops once) matches nothing, and is not
