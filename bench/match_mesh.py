@@ -4,7 +4,7 @@ match stage short-circuiting exact matches of a blocking bank versus running eve
     python -m bench.match_mesh [--seconds 15] [--concurrency 8] [--quick]
 
 One mesh (router, text, vision, OCR, match; shipped configs, verdict cache off as shipped, so every item
-is judged) and one photo-like 640 x 480 JPEG banked by its bytes (BankAdmin `AddContent` on the admin port:
+is judged; one benchmark tenant with the router's default quota, `bench/tenants.py`) and one photo-like 640 x 480 JPEG banked by its bytes (BankAdmin `AddContent` on the admin port:
 SHA-256, MD5 and PDQ) in a shared bank that blocks. The default policy is stored twice with `matches:`
 on, `short_circuit: true` and `false`, and each is activated in turn, `--rounds` times, alternating
 (`on`, `off`, `on`, ...): each round sends the banked image for `--seconds` from `--concurrency`
@@ -22,7 +22,9 @@ import asyncio
 import io
 import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import grpc
@@ -33,15 +35,18 @@ from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
 from bench.machine import CpuAccount, code_version
-from bench.meshes import running_mesh
+from bench.meshes import auditmesh_mesh, running_mesh
 from bench.render import render_photo_like
 from bench.stats import summarize_ms
-from services.launcher import MATCH, MODALITIES, ROOT, Mesh, free_base_port
+from bench.tenants import BenchTenant
+from services.launcher import MATCH, MODALITIES, ROOT, Mesh
 
 __all__ = ["main"]
 
 ADMIN = [("x-admin-key", "demo-admin-key")]
-TENANT_KEY = [("x-api-key", "demo-acme-key")]
+#: The caller: a benchmark tenant with the router's default quota (the demo tenants' quotas would cap the rate).
+TENANT = BenchTenant("reposts", "standard")
+TENANT_KEY = [("x-api-key", TENANT.key)]
 BANK = "bench-known"
 
 
@@ -63,10 +68,11 @@ def policy_version(short_circuit: bool) -> str:
 
 
 async def closed_loop(stub: pb_grpc.ModerationServiceStub, image: bytes, seconds: float, concurrency: int,
-                      tag: str) -> dict[str, Any]:
-    """`concurrency` callers each sending the image one call after another for `seconds`."""
+                      tag: str, key: Sequence[tuple[str, str]] = TENANT_KEY) -> dict[str, Any]:
+    """`concurrency` callers each sending the image one call after another for `seconds` (as the tenant of `key`)."""
     latencies: list[float] = []
     outcomes = {"block": 0, "short_circuited": 0, "errors": 0}
+    codes: dict[str, int] = {}
     deadline = time.monotonic() + seconds
 
     async def caller(number: int) -> None:
@@ -75,9 +81,11 @@ async def closed_loop(stub: pb_grpc.ModerationServiceStub, image: bytes, seconds
             request = pb.ModerateRequest(item=pb.Item(id=f"{tag}-{number}-{sent}", parts=[pb.Part(image=pb.Image(data=image))]))
             started = time.perf_counter()
             try:
-                response = await stub.Moderate(request, metadata=TENANT_KEY, timeout=10.0)
-            except grpc.aio.AioRpcError:
+                response = await stub.Moderate(request, metadata=key, timeout=10.0)
+            except grpc.aio.AioRpcError as error:
                 outcomes["errors"] += 1
+                codes[error.code().name] = codes.get(error.code().name, 0) + 1
+                await asyncio.sleep(0.05)  # never a tight loop of refused calls
                 continue
             finally:
                 sent += 1
@@ -88,7 +96,7 @@ async def closed_loop(stub: pb_grpc.ModerationServiceStub, image: bytes, seconds
     await asyncio.gather(*(caller(n) for n in range(concurrency)))
     elapsed = time.monotonic() - started
     return {"items": len(latencies), "seconds": round(elapsed, 2), "items_per_s": round(len(latencies) / elapsed, 2),
-            "latencies_s": latencies, **outcomes}
+            "latencies_s": latencies, **outcomes, "error_codes": codes}
 
 
 async def measure(mesh: Mesh, image: bytes, *, seconds: float, concurrency: int, rounds: int) -> dict[str, Any]:
@@ -150,9 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.seconds, args.rounds = 2.0, 1
     account = CpuAccount.start()
     image = banked_image()
-    mesh = Mesh(free_base_port())  # its policy store, audit log and banks in a folder of its own, removed at stop
-    with running_mesh(mesh, with_router=True, services=(*MODALITIES, MATCH)):
-        result = asyncio.run(measure(mesh, image, seconds=args.seconds, concurrency=args.concurrency, rounds=args.rounds))
+    with tempfile.TemporaryDirectory() as folder:
+        # its policy store, audit log and banks in a folder of its own, removed at stop
+        mesh = auditmesh_mesh(Path(folder), [TENANT])
+        with running_mesh(mesh, with_router=True, services=(*MODALITIES, MATCH)):
+            result = asyncio.run(measure(mesh, image, seconds=args.seconds, concurrency=args.concurrency,
+                                         rounds=args.rounds))
     report = {"bench": "match_mesh", **code_version(), "image_bytes": len(image), "seconds": args.seconds,
               "concurrency": args.concurrency, "rounds": args.rounds, **result,
               "foreign_cpu_share": account.foreign_cpu_share()}

@@ -107,7 +107,8 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
             assert matched(exact) == [("violence", "known_gore", "sha256")]
             # bench.match_mesh's closed loop counts what it is answered (here: every repeat blocked short-circuited)
             async with grpc.aio.insecure_channel(mesh.address(router)) as aio_public:
-                loop = await closed_loop(pb_grpc.ModerationServiceStub(aio_public), photo, 0.5, 2, "bench")
+                loop = await closed_loop(pb_grpc.ModerationServiceStub(aio_public), photo, 0.5, 2, "bench",
+                                         key=[("x-api-key", "demo-acme-key")])
             assert loop["items"] == loop["block"] == loop["short_circuited"] > 0 and loop["errors"] == 0
 
             # An animation's file banked by its SHA-256: matched as the file, besides its frames as stills. A copy
