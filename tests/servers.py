@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import os
 import shutil
 import signal
@@ -148,6 +149,17 @@ class PostgresServer:
                 self.process.kill()
                 self.process.wait(10)
         self.process = None
+
+
+_databases = itertools.count()
+
+
+def fresh_database(server: PostgresServer) -> str:
+    """The DSN of a new, empty database on `server` (each test gets one of its own)."""
+    name = f"t{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}".encode())
+    return server.dsn.rsplit("/", 1)[0] + f"/{name}"
 
 
 @contextlib.contextmanager

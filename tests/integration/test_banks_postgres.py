@@ -5,14 +5,12 @@ bank; a router with `lifecycle.postgres_dsn` and no `banks_path` manages its ban
 
 from __future__ import annotations
 
-import itertools
 import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import psycopg
 import pytest
 
 from services.common.contracts import match as contract
@@ -24,13 +22,10 @@ from services.match.settings import MatchSettings
 from services.match.signals import text_signals
 from services.router.config import load_router_config
 from services.router.policy_lifecycle import PolicyLifecycle
-from tests.servers import PostgresServer, postgres_server
+from tests.servers import PostgresServer, fresh_database, postgres_server
 from tests.unit.match.bank_store_contract import check_bank_store_contract
 
 SPAM = "Earn $500 a day from home, no experience needed. DM me on telegram @richfast99 and I will show you how"
-_databases = itertools.count()
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[PostgresServer]:
     with postgres_server() as running:
@@ -40,10 +35,7 @@ def server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def dsn(server: PostgresServer) -> str:
     """A fresh database of its own for each test."""
-    name = f"b{next(_databases)}"
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}".encode())
-    return server.dsn.rsplit("/", 1)[0] + f"/{name}"
+    return fresh_database(server)
 
 
 def test_the_postgres_store_keeps_the_contract(dsn: str) -> None:

@@ -17,7 +17,6 @@ started here), shared by several router replicas.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import re
 import statistics
 import threading
@@ -43,11 +42,8 @@ from services.router.control.postgres import MIGRATIONS, PostgresUnavailableErro
 from services.router.control.store import CanarySpec, StoredVersion
 from services.router.control.store_postgres import PostgresPolicyStore
 from services.router.policy_lifecycle import PolicyLifecycle
-from tests.servers import PostgresServer, postgres_server
+from tests.servers import PostgresServer, fresh_database, postgres_server
 from tests.stubs import FakeClock
-
-_databases = itertools.count()
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[PostgresServer]:
@@ -58,10 +54,7 @@ def server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def dsn(server: PostgresServer) -> str:
     """A fresh database of its own for each test."""
-    name = f"t{next(_databases)}"
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}".encode())
-    return server.dsn.rsplit("/", 1)[0] + f"/{name}"
+    return fresh_database(server)
 
 
 def version(v: str, digest: str = "h1") -> StoredVersion:
