@@ -47,12 +47,15 @@ from services.router.control.store import CanarySpec, PolicyStore, SQLitePolicyS
 from services.router.control.audit_postgres import PostgresAuditLog
 from services.router.control.labels_postgres import PostgresLabelStore
 from services.router.control.reviews_postgres import PostgresReviewQueue
+from services.router.control.reviews_redis import RedisReviewQueue
 from services.router.control.store_postgres import PolicyChangeFeed, PostgresPolicyStore, follow_changes
 from services.router.canary_fleet import CanaryFleet
-from services.router.redis_state import connect
+from services.router.redis_state import connect, connect_blocking
 from services.router.tenants import Tenant
 
 log = logging.getLogger(__name__)
+#: Seconds a review-task write or lease waits on Redis (off the request path: the queue's thread or an admin call).
+REVIEW_REDIS_TIMEOUT_S = 5.0
 #: How often canary counts are synced with the other replicas (with `redis.url`).
 FLEET_SYNC_INTERVAL_S = 1.0
 #: Failures that are the caller's doing; they do not count against a canary candidate.
@@ -93,7 +96,8 @@ class PolicyLifecycle:
     @classmethod
     def open(cls, config: RouterConfig) -> PolicyLifecycle:
         """Open the store, audit log, labels and review tasks (SQLite files, or with `lifecycle.postgres_dsn`
-        PostgreSQL shared by every replica), import the config files (ConfigError on a bad one), load admin keys."""
+        PostgreSQL shared by every replica; review tasks in Redis Streams with `redis.url` and no PostgreSQL),
+        import the config files (ConfigError on a bad one), load admin keys."""
         settings = config.lifecycle
         dsn = settings.postgres_dsn
         store: PolicyStore = PostgresPolicyStore(dsn) if dsn else SQLitePolicyStore(Path(settings.store_path))
@@ -109,8 +113,14 @@ class PolicyLifecycle:
                            else AuditStore(Path(settings.audit_path), retention_s=retention_s,
                                            compression=settings.audit_compression))
         labels: LabelRepository = PostgresLabelStore(dsn) if dsn else LabelStore(Path(settings.labels_file))
-        reviews: ReviewTasks = (PostgresReviewQueue(dsn, retention_s=retention_s) if dsn
-                                else ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s))
+        reviews: ReviewTasks
+        if dsn:
+            reviews = PostgresReviewQueue(dsn, retention_s=retention_s)
+        elif config.redis.enabled:  # every replica on one Redis shares one queue (Redis Streams)
+            reviews = RedisReviewQueue(connect_blocking(config.redis, timeout_s=REVIEW_REDIS_TIMEOUT_S),
+                                       prefix=config.redis.key_prefix, retention_s=retention_s)
+        else:
+            reviews = ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s)
         banks: BankRepository | None = None
         if config.admin_listen and settings.banks_in_postgres:
             banks = PostgresBankStore(dsn)

@@ -55,3 +55,15 @@ def connect(config: RedisConfig, *, timeout_s: float, connect_timeout_s: float |
     return aioredis.from_url(config.url, socket_timeout=timeout_s,
                              socket_connect_timeout=connect_timeout_s if connect_timeout_s is not None else timeout_s,
                              health_check_interval=30, retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
+
+
+def connect_blocking(config: RedisConfig, *, timeout_s: float) -> Any:
+    """A blocking client for `config.url` (for work already off the event loop: the review-task queue's
+    writes and leases run on threads): replies and connecting time out after `timeout_s`; a command is sent
+    again at once only after a broken connection, as `connect` does."""
+    import redis
+    from redis.retry import Retry as BlockingRetry
+
+    return redis.Redis.from_url(config.url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                health_check_interval=30,
+                                retry=BlockingRetry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))

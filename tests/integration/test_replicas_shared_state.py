@@ -6,7 +6,7 @@ its own (empty) local files, as on two hosts.
   within 1 s (the target), P99 measured from the admin call's return to the other's first answer
   naming the version.
 - Decisions made by either replica are found through the one admin API, in the audit log and as review
-  tasks on one stream.
+  tasks on one stream; with Redis alone (no PostgreSQL) the review tasks are one queue in Redis Streams.
 
 No modality service runs: the replicas answer degraded (fail-closed) verdicts that still name the
 policy version, which is all these checks read.
@@ -125,7 +125,28 @@ def test_both_replicas_decisions_are_in_the_one_audit_log(replicas: tuple[str, s
 def test_one_review_stream_gets_both_replicas_tasks(replicas: tuple[str, str, str]) -> None:
     """Without modality services every verdict is REVIEW (fail-closed), so each call becomes a review
     task, written by the replica that answered it; the stream on A's admin API gets both."""
-    address_a, address_b, admin_address = replicas
+    assert_one_stream_gets_both(*replicas)
+
+
+def test_with_redis_alone_the_review_tasks_are_shared_through_redis_streams(tmp_path: Path) -> None:
+    """Replicas on one Redis and no PostgreSQL (each its own policy store and audit log, as on two hosts):
+    their review tasks are one queue in Redis Streams, so one stream gets both replicas' tasks."""
+    base = free_base_port(4)
+    with redis_server(tmp_path) as redis:
+        a = start_replica(tmp_path / "a", base, base + 2, base + 3, "", redis.url)
+        b = start_replica(tmp_path / "b", base + 1, 0, base + 3, "", redis.url)
+        try:
+            for port in (base, base + 1, base + 2):
+                wait_ready(f"127.0.0.1:{port}")
+            assert_one_stream_gets_both(f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}", f"127.0.0.1:{base + 2}")
+        finally:
+            for process in (a, b):
+                process.terminate()
+            for process in (a, b):
+                process.wait(30)
+
+
+def assert_one_stream_gets_both(address_a: str, address_b: str, admin_address: str) -> None:
     marker = f"task-{time.time_ns()}"
     for name, address in (("a", address_a), ("b", address_b)):
         with grpc.insecure_channel(address) as channel:

@@ -118,8 +118,9 @@ def task_reason(sampling: ReviewSampling, decision: str, shadow_decision: str | 
 
 
 class ReviewTasks(Protocol):
-    """What the router needs of a review-task queue: this SQLite one, or PostgreSQL's shared by every
-    router replica (services/router/control/reviews_postgres.py). `offer` never blocks; the rest may."""
+    """What the router needs of a review-task queue: this SQLite one, PostgreSQL's shared by every router
+    replica (services/router/control/reviews_postgres.py), or Redis Streams' shared by every replica on one
+    Redis (services/router/control/reviews_redis.py). `offer` never blocks; the rest may."""
 
     @property
     def dropped(self) -> int: ...
