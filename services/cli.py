@@ -151,6 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     for action in (submit, resolve):
         action.add_argument("--tenant", required=True, help="the tenant the decision belongs to")
         add_admin_arguments(action)
+    review = commands.add_parser("review", help="review tasks for your review tool (PolicyAdmin StreamReviewTasks / "
+                                 "AckReviewTasks; docs/tenant-classifiers.md)")
+    review_actions = review.add_subparsers(dest="action", required=True)
+    stream = review_actions.add_parser("stream", help="print a tenant's review tasks as JSON lines, oldest first")
+    stream.add_argument("--max", type=int, default=0, metavar="N", help="stop after N tasks (default 0: no limit)")
+    stream.add_argument("--seconds", type=float, default=10.0,
+                        help="stop after this many seconds (default 10; 0: until interrupted or --max)")
+    stream.add_argument("--ack", action="store_true", help="ack each task once printed (default: leave them leased; "
+                        "unacked ones come back after --visibility seconds)")
+    stream.add_argument("--visibility", type=float, default=60.0, help="seconds a printed task stays leased (default 60)")
+    ack = review_actions.add_parser("ack", help="ack tasks your review tool holds (they are deleted)")
+    ack.add_argument("task_ids", nargs="+", metavar="TASK_ID", help="the tasks' ids (at most 1,000)")
+    for action in (stream, ack):
+        action.add_argument("--tenant", required=True, help="the tenant the tasks belong to")
+        add_admin_arguments(action)
     tenants = commands.add_parser("tenants", help="what the mesh keeps of tenants (PolicyAdmin)")
     tenant_actions = tenants.add_subparsers(dest="action", required=True)
     purge = tenant_actions.add_parser("purge", help="erase the labels, appeals, review tasks and audit records of a tenant "
@@ -319,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return labels(args)
     if args.command == "banks":
         return banks(args)
+    if args.command == "review":
+        return review_command(args)
     if args.command in ("reasons", "appeals", "tenants"):
         return decision_command(args)
     return moderate(args)
@@ -362,6 +379,48 @@ def decision_command(args: argparse.Namespace) -> int:
             return 1
     print(json.dumps(MessageToDict(answer, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
                      indent=1, ensure_ascii=False))
+    return 0
+
+
+def review_command(args: argparse.Namespace) -> int:
+    """`auditmesh review stream|ack`: a tenant's review tasks printed as JSON lines (each acked once printed with
+    `--ack`), or an ack of named tasks; the refusal exits 1 (2 without an admin key)."""
+    from auditmesh.v1 import admin_pb2 as apb
+    from auditmesh.v1 import admin_pb2_grpc as apb_grpc
+
+    if not args.admin_key:
+        print(f"auditmesh review {args.action}: give --admin-key or set AUDITMESH_ADMIN_KEY (a PolicyAdmin key allowed "
+              "for the tenant)", file=sys.stderr)
+        return 2
+    metadata = [("x-admin-key", args.admin_key)]
+    printed = acked = 0
+    with blocking_channel(args.admin, tls_from(args), []) as channel:
+        stub = apb_grpc.PolicyAdminStub(channel)
+        try:
+            if args.action == "ack":
+                answer = stub.AckReviewTasks(apb.AckReviewTasksRequest(tenant=args.tenant, task_ids=args.task_ids),
+                                             metadata=metadata, timeout=30.0)
+                print(json.dumps({"acked": answer.acked}))
+                return 0
+            request = apb.StreamReviewTasksRequest(tenant=args.tenant, visibility_timeout_s=args.visibility,
+                                                   max_unacked=min(1000, args.max) if args.max else 0)
+            tasks = stub.StreamReviewTasks(request, metadata=metadata, timeout=args.seconds or None)
+            try:
+                for task in tasks:
+                    print(json.dumps(MessageToDict(task, preserving_proto_field_name=True), ensure_ascii=False), flush=True)
+                    printed += 1
+                    if args.ack:
+                        acked += stub.AckReviewTasks(apb.AckReviewTasksRequest(tenant=args.tenant, task_ids=[task.task_id]),
+                                                     metadata=metadata, timeout=30.0).acked
+                    if args.max and printed >= args.max:
+                        break
+            finally:
+                tasks.cancel()
+        except grpc.RpcError as error:
+            if error.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+                print(f"auditmesh review {args.action}: {error.code().name}: {error.details()}", file=sys.stderr)
+                return 1
+    print(f"{printed} tasks printed, {acked} acked", file=sys.stderr)
     return 0
 
 

@@ -3,10 +3,13 @@ PolicyAdmin API; a task not acked comes back after its lease, also after the rou
 mid-stream and started again; an acked one never does; the reviewer's label goes back in with
 SubmitLabels for the task's item; another tenant's key sees none of it; an appeal of a blocked decision
 goes out as its own task, is upheld with the item's text and comes back as its label, and the statement
-of reasons says a person decided."""
+of reasons says a person decided; `auditmesh review stream|ack` consume and ack tasks from the command line."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -18,7 +21,7 @@ from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 from auditmesh.v1 import moderation_pb2 as pb
 from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 
-from services.launcher import Mesh, free_base_port
+from services.launcher import ROOT, Mesh, free_base_port
 from services.router.tenants import hash_key
 
 pytestmark = pytest.mark.slow
@@ -101,16 +104,17 @@ def test_tasks_survive_a_killed_router_until_acked_and_labels_go_back() -> None:
             assert stored.added == 1
             exported = admin.ExportLabels(apb.ExportLabelsRequest(tenant="initech"), metadata=ADMIN)
             assert [(i.item_id, i.reviewer) for i in exported.items] == [("m-1", "rev-9")]
-            _an_appeal_goes_out_and_its_outcome_comes_back_as_a_label(mesh, router, admin)
+            appeal_tasks = _an_appeal_goes_out_and_its_outcome_comes_back_as_a_label(mesh, router, admin)
+            _the_review_command_streams_and_acks(mesh, router, appeal_tasks)
     finally:
         mesh.stop()
 
 
 def _an_appeal_goes_out_and_its_outcome_comes_back_as_a_label(mesh: Mesh, router: str,
-                                                              admin: apb_grpc.PolicyAdminStub) -> None:
+                                                              admin: apb_grpc.PolicyAdminStub) -> list[str]:
     """A blocked message's audit id (in the response) is appealed; the appeal goes out as its own review task,
     is upheld with the item's text, becomes the item's label, and the statement of reasons says a person
-    decided."""
+    decided. Returns the ids of the two tasks read (the decision's left leased, unacked)."""
     insult = "You are a worthless pathetic idiot and everyone hates you"
     with grpc.insecure_channel(mesh.address(router)) as public:
         blocked = pb_grpc.ModerationServiceStub(public).Moderate(
@@ -136,3 +140,28 @@ def _an_appeal_goes_out_and_its_outcome_comes_back_as_a_label(mesh: Mesh, router
                                             metadata=ADMIN)
     assert not statement.automated_decision and statement.reviewed_by == "rev-3"
     assert [(a.appeal_id, a.status, a.labelled) for a in statement.appeals] == [(appeal.appeal_id, "upheld", False)]
+    return [t.task_id for t in tasks.values()]  # the appeal's task was acked when the appeal was resolved
+
+
+def _the_review_command_streams_and_acks(mesh: Mesh, router: str, leased: list[str]) -> None:
+    """`auditmesh review stream --ack` prints a new task as one JSON line and acks it; `auditmesh review ack`
+    acks the leased ones; a stream with nothing left prints nothing and ends at its --seconds."""
+    with grpc.insecure_channel(mesh.address(router)) as public:
+        pb_grpc.ModerationServiceStub(public).Moderate(
+            pb.ModerateRequest(item=pb.Item(id="m-cli", parts=[pb.Part(text="lunch at noon?")])),
+            metadata=[("x-api-key", KEY)], timeout=20.0)
+    admin = ["--tenant", "initech", "--admin", mesh.admin_address, "--admin-key", "demo-admin-key"]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "services.cli", *args, *admin], capture_output=True, text=True,
+                              timeout=60, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done
+    streamed = cli("review", "stream", "--ack", "--max", "1", "--seconds", "20")
+    [line] = streamed.stdout.splitlines()
+    task = json.loads(line)
+    assert task["record"]["item_id"] == "m-cli" and task["reason"] == "sample_allow" and task["deliveries"] == 1
+    assert "1 tasks printed, 1 acked" in streamed.stderr
+    assert json.loads(cli("review", "ack", *leased).stdout) == {"acked": 1}  # the decision's: the appeal's is gone
+    empty = cli("review", "stream", "--seconds", "1.5")
+    assert empty.stdout == "" and "0 tasks printed" in empty.stderr
