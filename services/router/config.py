@@ -61,6 +61,8 @@ ENV_ALLOW_DEMO_KEYS = "AUDITMESH_ALLOW_DEMO_KEYS"
 ENV_REDIS_URL = "AUDITMESH_REDIS_URL"
 #: The policy store's and audit log's PostgreSQL (`lifecycle.postgres_dsn`); best set from a secret.
 ENV_POSTGRES_DSN = "AUDITMESH_POSTGRES_DSN"
+#: Where review tasks are queued (overrides `lifecycle.review_tasks_backend`).
+ENV_REVIEW_TASKS_BACKEND = "AUDITMESH_REVIEW_TASKS_BACKEND"
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,10 @@ class RequestLimits:
         return ImageLimits(self.max_image_bytes, self.max_image_side, self.max_image_pixels)
 
 
+#: `lifecycle.review_tasks_backend` values ("" = PostgreSQL with a DSN, else SQLite).
+REVIEW_TASKS_BACKENDS = ("", "sqlite", "postgres", "redis")
+
+
 @dataclass(frozen=True)
 class LifecycleConfig:
     """Policy store, config watching, canary defaults, the audit log and admin keys (docs/policy-lifecycle.md)."""
@@ -158,6 +164,11 @@ class LifecycleConfig:
     review_tasks_path: str = ""
     #: How often buffered review tasks are written (a crash can lose at most this interval's tasks).
     review_flush_interval_s: float = 0.05
+    #: Where review tasks are queued: "" = PostgreSQL with `postgres_dsn`, else the SQLite file above;
+    #: "sqlite", "postgres" (needs `postgres_dsn`), or "redis": Redis Streams on `redis.url`, shared by every
+    #: replica on that Redis (services/router/control/reviews_redis.py; Redis 6.2+, its persistence is the
+    #: queue's: configure AOF or RDB). A backend the settings cannot give stops the router, naming this key.
+    review_tasks_backend: str = ""
     #: The bank store the BankAdmin API writes (services/match/banks.py): the same store the match services read.
     #: A file path (the match service's `match.banks_path`); "" = `banks.sqlite` beside the policy store
     #: (var/banks.sqlite, the match service's default), or with `postgres_dsn`, that database
@@ -192,6 +203,8 @@ class LifecycleConfig:
         return self.review_tasks_path or str(Path(self.store_path).parent / "review_tasks.sqlite")
 
     def __post_init__(self) -> None:
+        if self.review_tasks_backend not in REVIEW_TASKS_BACKENDS:
+            raise ValueError(f"review_tasks_backend must be one of {REVIEW_TASKS_BACKENDS}, got {self.review_tasks_backend!r}")
         if self.postgres_dsn and not self.postgres_dsn.startswith(("postgresql://", "postgres://")):
             raise ValueError("postgres_dsn must be a postgresql:// URL (or empty: the SQLite files)")
         for name in ("watch_interval_s", "audit_retention_days", "audit_flush_interval_s", "review_flush_interval_s"):
@@ -294,7 +307,8 @@ def _load(path: Path, lane: str | None) -> RouterConfig:
                             audit_path=env.get(ENV_AUDIT_LOG) or lifecycle.audit_path,
                             admin_keys_file=env.get(ENV_ADMIN_KEYS_FILE) or lifecycle.admin_keys_file,
                             banks_path=env.get(ENV_BANKS_PATH, "").strip() or lifecycle.banks_path,
-                            postgres_dsn=env.get(ENV_POSTGRES_DSN, "").strip() or lifecycle.postgres_dsn)
+                            postgres_dsn=env.get(ENV_POSTGRES_DSN, "").strip() or lifecycle.postgres_dsn,
+                            review_tasks_backend=env.get(ENV_REVIEW_TASKS_BACKEND, "").strip() or lifecycle.review_tasks_backend)
         internal = replace(config.internal, tls=client_tls_from_env(config.internal.tls, env),
                            secret_file=config.internal.secret_file)
         redis = replace(config.redis, url=env[ENV_REDIS_URL].strip()) if env.get(ENV_REDIS_URL, "").strip() else config.redis

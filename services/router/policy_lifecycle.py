@@ -37,6 +37,7 @@ from services.router.control.label_store import LabelRepository, LabelStore
 from services.router.control.review_queue import ReviewQueue, ReviewTasks, task_reason
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
+from services.common.config import ConfigError
 from services.match.banks import BankRepository, BankStore
 from services.match.banks_postgres import PostgresBankStore
 from services.router.control.postgres import describe_dsn
@@ -47,7 +48,7 @@ from services.router.control.store import CanarySpec, PolicyStore, SQLitePolicyS
 from services.router.control.audit_postgres import PostgresAuditLog
 from services.router.control.labels_postgres import PostgresLabelStore
 from services.router.control.reviews_postgres import PostgresReviewQueue
-from services.router.control.reviews_redis import RedisReviewQueue
+from services.router.control.reviews_redis import RedisReviewQueue, persistence_warning
 from services.router.control.store_postgres import PolicyChangeFeed, PostgresPolicyStore, follow_changes
 from services.router.canary_fleet import CanaryFleet
 from services.router.redis_state import connect, connect_blocking
@@ -113,14 +114,7 @@ class PolicyLifecycle:
                            else AuditStore(Path(settings.audit_path), retention_s=retention_s,
                                            compression=settings.audit_compression))
         labels: LabelRepository = PostgresLabelStore(dsn) if dsn else LabelStore(Path(settings.labels_file))
-        reviews: ReviewTasks
-        if dsn:
-            reviews = PostgresReviewQueue(dsn, retention_s=retention_s)
-        elif config.redis.enabled:  # every replica on one Redis shares one queue (Redis Streams)
-            reviews = RedisReviewQueue(connect_blocking(config.redis, timeout_s=REVIEW_REDIS_TIMEOUT_S),
-                                       prefix=config.redis.key_prefix, retention_s=retention_s)
-        else:
-            reviews = ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s)
+        reviews = open_review_tasks(config, retention_s)
         banks: BankRepository | None = None
         if config.admin_listen and settings.banks_in_postgres:
             banks = PostgresBankStore(dsn)
@@ -322,3 +316,25 @@ class LifecycleCollector(Collector):
             yield GaugeMetricFamily("auditmesh_review_tasks_buffered", "Review tasks not yet written", value=reviews.buffered)
             yield CounterMetricFamily("auditmesh_review_tasks_dropped", "Review tasks dropped (buffer full or a tenant "
                                       "at its bound of pending tasks)", value=reviews.dropped)
+
+
+def open_review_tasks(config: RouterConfig, retention_s: float) -> ReviewTasks:
+    """The review-task queue `lifecycle.review_tasks_backend` names ("" = PostgreSQL with a DSN, else the SQLite
+    file); ConfigError naming the key when its server is not configured."""
+    settings = config.lifecycle
+    backend = settings.review_tasks_backend or ("postgres" if settings.postgres_dsn else "sqlite")
+    if backend == "postgres":
+        if not settings.postgres_dsn:
+            raise ConfigError("router config", "lifecycle.review_tasks_backend",
+                              "'postgres' needs lifecycle.postgres_dsn (env AUDITMESH_POSTGRES_DSN)")
+        return PostgresReviewQueue(settings.postgres_dsn, retention_s=retention_s)
+    if backend == "redis":
+        if not config.redis.enabled:
+            raise ConfigError("router config", "lifecycle.review_tasks_backend", "'redis' needs redis.url (env AUDITMESH_REDIS_URL)")
+        client = connect_blocking(config.redis, timeout_s=REVIEW_REDIS_TIMEOUT_S)
+        warning = persistence_warning(client)
+        if warning:
+            log.warning("review tasks: %s", warning)
+        log.info("review tasks: Redis Streams under %s (shared by every replica on this Redis)", config.redis.key("review"))
+        return RedisReviewQueue(client, prefix=config.redis.key_prefix, retention_s=retention_s)
+    return ReviewQueue(Path(settings.review_tasks_file), retention_s=retention_s)

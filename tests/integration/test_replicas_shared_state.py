@@ -38,9 +38,11 @@ KEY = [("x-api-key", "demo-acme-key")]
 ADMIN = [("x-admin-key", "demo-admin-key")]
 
 
-def start_replica(folder: Path, port: int, admin_port: int, dead_port: int, dsn: str, redis_url: str) -> subprocess.Popen[bytes]:
+def start_replica(folder: Path, port: int, admin_port: int, dead_port: int, dsn: str, redis_url: str,
+                  **settings: str) -> subprocess.Popen[bytes]:
     folder.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUDITMESH_")}
+    env.update(settings)
     env.update({"AUDITMESH_LISTEN": f"127.0.0.1:{port}", "AUDITMESH_METRICS_LISTEN": "off",
                 "AUDITMESH_ADMIN_LISTEN": f"127.0.0.1:{admin_port}" if admin_port else "off",
                 "AUDITMESH_POSTGRES_DSN": dsn, "AUDITMESH_REDIS_URL": redis_url,
@@ -129,12 +131,14 @@ def test_one_review_stream_gets_both_replicas_tasks(replicas: tuple[str, str, st
 
 
 def test_with_redis_alone_the_review_tasks_are_shared_through_redis_streams(tmp_path: Path) -> None:
-    """Replicas on one Redis and no PostgreSQL (each its own policy store and audit log, as on two hosts):
-    their review tasks are one queue in Redis Streams, so one stream gets both replicas' tasks."""
+    """Replicas on one Redis and no PostgreSQL (each its own policy store and audit log, as on two hosts), with
+    `lifecycle.review_tasks_backend: redis`: their review tasks are one queue in Redis Streams, so one stream
+    gets both replicas' tasks."""
     base = free_base_port(4)
+    redis_tasks = {"AUDITMESH_REVIEW_TASKS_BACKEND": "redis"}
     with redis_server(tmp_path) as redis:
-        a = start_replica(tmp_path / "a", base, base + 2, base + 3, "", redis.url)
-        b = start_replica(tmp_path / "b", base + 1, 0, base + 3, "", redis.url)
+        a = start_replica(tmp_path / "a", base, base + 2, base + 3, "", redis.url, **redis_tasks)
+        b = start_replica(tmp_path / "b", base + 1, 0, base + 3, "", redis.url, **redis_tasks)
         try:
             for port in (base, base + 1, base + 2):
                 wait_ready(f"127.0.0.1:{port}")

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import redis
 
+from services.common.errors import UnavailableError
 from services.router.control.review_queue import ReviewTasks
 from services.router.control.reviews_redis import GROUP, RedisReviewQueue
 from tests.servers import RedisServer, redis_server
@@ -86,16 +87,24 @@ def test_two_replicas_leasing_one_tenant_at_once_never_share_a_task(make: Callab
     assert writer.ack("acme", every) == 400 and plain.xlen(stream) == 0 and plain.xpending(stream, GROUP)["pending"] == 0
 
 
-def test_a_redis_that_is_down_drops_and_counts_the_flush_and_the_queue_recovers(make: Callable[..., ReviewTasks],
-                                                                               server: RedisServer) -> None:
+def test_tasks_wait_out_a_redis_that_is_down_and_calls_answer_unavailable(make: Callable[..., ReviewTasks],
+                                                                         server: RedisServer) -> None:
     queue = make(FakeClock(1000.0))
     server.stop()
     try:
         queue.offer(record_for("acme", item="m-1"), "review")
-        with pytest.raises(redis.ConnectionError):
+        with pytest.raises(UnavailableError, match="kept buffered"):
             queue.flush()
-        assert queue.dropped == 1 and queue.buffered == 0
+        assert queue.dropped == 0 and queue.buffered == 1  # kept for the next flush
+        for call in (lambda: queue.lease("acme", limit=1, visibility_s=1.0), lambda: queue.ack("acme", ["x"]),
+                     lambda: queue.pending("acme")):
+            with pytest.raises(UnavailableError, match="Redis is unavailable"):
+                call()
+        stopping = make(FakeClock(1000.0))
+        stopping.offer(record_for("acme", item="m-lost"), "review")
+        stopping.close()  # a router stopping while Redis is down logs what it could not write, and stops
     finally:
         server.start()
     queue.offer(record_for("acme", item="m-2"), "review")
-    assert queue.flush() == 1 and queue.pending("acme") == 1
+    assert queue.flush() == 2 and queue.pending("acme") == 2
+    assert [t.record.item_id for t in queue.lease("acme", limit=5, visibility_s=1.0)] == ["m-1", "m-2"]

@@ -1,9 +1,9 @@
 """Review tasks in Redis Streams (issue 40), shared by every router replica that uses one Redis
-(`redis.url` without `lifecycle.postgres_dsn`): the same contract as the SQLite queue
+(`lifecycle.review_tasks_backend: redis`, with `redis.url`): the same contract as the SQLite queue
 (services/router/control/review_queue.py; tests/unit/router/control/review_tasks_contract.py checks both).
+Needs Redis 6.2 or later (XREADGROUP and XCLAIM inside scripts); one Redis, not a Redis Cluster.
 
-Per tenant, four keys under `<redis.key_prefix>:review:{<tenant>}` (one hash slot: a Redis Cluster keeps
-them together for the scripts below):
+Per tenant, four keys under `<redis.key_prefix>:review:{<tenant>}`:
 
 * `:stream`: the tasks, one stream entry each (fields task_id, reason, created, record), read through one
   consumer group (`reviewers`): XREADGROUP hands an entry out once across every replica; its pending entry
@@ -18,9 +18,12 @@ and the three bookkeeping entries. A write adds a task only when its id is new a
 than `max_pending` (XLEN; acked entries are deleted). So two replicas leasing one tenant at once never
 hand out one task twice, and a router killed mid-stream loses nothing it wrote: its leases end and the
 tasks are delivered again. Durability across a Redis restart is Redis's own (AOF or RDB: configure it;
-without, a restart loses the queue).
+without, a restart loses the queue; `persistence_warning` says so at start). Whose lease ended first is
+delivered first, then new tasks oldest first.
 
-The request path only appends to a bounded in-memory buffer (`offer`); `flush` writes it in one pipeline.
+The request path only appends to a bounded in-memory buffer (`offer`); `flush` writes it in one pipeline
+(not one transaction: each task's write is atomic on its own). A flush Redis does not take keeps the tasks
+buffered for the next one (beyond the buffer's bound the oldest are dropped and counted).
 Lease deadlines use this process's clock, as the SQLite and PostgreSQL queues do. Tasks older than
 `retention_s` are deleted as `flush` goes (at most every PRUNE_EVERY_S).
 
@@ -36,16 +39,21 @@ Example::
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
+import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
+from services.common.errors import UnavailableError
 from services.router.control.audit import AuditRecord
 from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, check_ack,
                                                   check_lease, check_pending)
 
-__all__ = ["GROUP", "RedisReviewQueue"]
+__all__ = ["GROUP", "RedisReviewQueue", "persistence_warning"]
+
+log = logging.getLogger(__name__)
 
 #: The consumer group every replica reads through, and the consumer name it reads as (one for all: a
 #: lease, not a consumer, owns an entry; XCLAIM moves it back on redelivery).
@@ -165,7 +173,9 @@ class RedisReviewQueue:
         """Write one task now under its own id and time (an appeal's), or raise: LimitExceededError when the
         tenant holds `max_pending` tasks. Writing the same id again changes nothing."""
         keys, args = self._add_call(record, reason, task_id, created)
-        if int(self._add(keys=keys, args=args)) < 0:
+        with unavailable():
+            written = int(self._add(keys=keys, args=args))
+        if written < 0:
             check_pending(record.tenant, self.max_pending, self.max_pending)
 
     @property
@@ -193,15 +203,25 @@ class RedisReviewQueue:
                         keys, args = self._add_call(record, reason, record.audit_id, record.time)
                         self._add(keys=keys, args=args, client=pipe)
                     results = [int(result) for result in pipe.execute()]
-                except Exception:
-                    self._drop(len(taken))  # none is known to be written
-                    raise
+                except redis_errors() as error:
+                    self._requeue(taken)  # a task written before the failure is not written twice: its id exists
+                    raise UnavailableError(f"review tasks: Redis did not take the write ({error}); kept buffered") from None
                 self._drop(results.count(-1))
                 stored = results.count(1)
             else:
                 stored = 0
-            self._prune()
+            try:
+                self._prune()
+            except redis_errors() as error:
+                log.warning("review tasks: retention sweep failed (retried in %.0f s): %s", PRUNE_EVERY_S, error)
             return stored
+
+    def _requeue(self, taken: list[tuple[AuditRecord, str]]) -> None:
+        """Put `taken` back at the front of the buffer, oldest first; beyond its bound the oldest are dropped."""
+        self._buffer.extendleft(reversed(taken))
+        while len(self._buffer) > self._max_buffer:
+            self._buffer.popleft()
+            self._drop(1)
 
     def _add_call(self, record: AuditRecord, reason: str, task_id: str, created: float) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the add script for one task."""
@@ -215,7 +235,8 @@ class RedisReviewQueue:
         check_lease(limit, visibility_s)
         now = self._clock()
         stream, _, leases, deliveries = self._keys(tenant)
-        rows = self._lease(keys=[stream, leases, deliveries], args=[repr(now), repr(now + visibility_s), limit, GROUP, CONSUMER])
+        with unavailable():
+            rows = self._lease(keys=[stream, leases, deliveries], args=[repr(now), repr(now + visibility_s), limit, GROUP, CONSUMER])
         tasks = []
         for entry_id, fields, delivered in sorted(rows, key=lambda row: _entry_order(row[0])):
             values = {fields[i].decode(): fields[i + 1] for i in range(0, len(fields), 2)}
@@ -228,32 +249,39 @@ class RedisReviewQueue:
         ids = check_ack(task_ids)
         if not ids:
             return 0
-        return int(self._ack(keys=list(self._keys(tenant)), args=[GROUP, *ids]))
+        with unavailable():
+            return int(self._ack(keys=list(self._keys(tenant)), args=[GROUP, *ids]))
 
     def leased(self, tenant: str, task_ids: Sequence[str]) -> set[str]:
         """Which of `task_ids` are still `tenant`'s, leased now (delivered, not acked, lease not over)."""
         _, ids, leases, _ = self._keys(tenant)
         found: set[str] = set()
         chunk_ids = list(task_ids)
-        for start in range(0, len(chunk_ids), 500):
-            found.update(value.decode() for value in self._leased(keys=[ids, leases],
-                                                                  args=[repr(self._clock()), *chunk_ids[start:start + 500]]))
+        with unavailable():
+            for start in range(0, len(chunk_ids), 500):
+                found.update(value.decode() for value in self._leased(keys=[ids, leases],
+                                                                      args=[repr(self._clock()), *chunk_ids[start:start + 500]]))
         return found
 
     def pending(self, tenant: str) -> int:
         """`tenant`'s tasks not yet acked (written ones)."""
-        return int(self._redis.xlen(self._keys(tenant)[0])) if self._redis.exists(self._keys(tenant)[0]) else 0
+        with unavailable():
+            return int(self._redis.xlen(self._keys(tenant)[0])) if self._redis.exists(self._keys(tenant)[0]) else 0
 
     def purge_tenant(self, tenant: str) -> int:
         """Delete every task of `tenant`, buffered ones written first; how many."""
         self.flush()
         count = self.pending(tenant)
-        self._redis.delete(*self._keys(tenant))
-        self._redis.srem(self._tenants, tenant)
+        with unavailable():
+            self._redis.delete(*self._keys(tenant))
+            self._redis.srem(self._tenants, tenant)
         return count
 
     def close(self) -> None:
-        self.flush()
+        try:
+            self.flush()
+        except UnavailableError as error:
+            log.error("review tasks: %d could not be written to Redis before shutdown: %s", len(self._buffer), error)
         self._redis.close()
 
     def _prune(self) -> None:
@@ -281,3 +309,33 @@ def _entry_order(entry_id: bytes) -> tuple[int, int]:
     """A stream entry id (b"<ms>-<seq>") as numbers: the order it was written in."""
     millis, _, sequence = entry_id.decode().partition("-")
     return int(millis), int(sequence or 0)
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """What a Redis that is down, slow or refusing raises (redis-py's connection, timeout and reply errors)."""
+    import redis
+
+    return (redis.ConnectionError, redis.TimeoutError, redis.ResponseError)
+
+
+@contextlib.contextmanager
+def unavailable() -> Iterator[None]:
+    """Redis's errors as UnavailableError (UNAVAILABLE: the caller may retry), never as a bug."""
+    try:
+        yield
+    except redis_errors() as error:
+        raise UnavailableError(f"review tasks: Redis is unavailable ({type(error).__name__}: {error})") from None
+
+
+def persistence_warning(client: Any) -> str | None:
+    """Why review tasks in this Redis would not survive its restart (neither AOF nor RDB snapshots), or None
+    (also when Redis does not say: a managed Redis may hide its settings)."""
+    try:
+        info = client.info("persistence")
+        saves = client.config_get("save").get("save", "x")
+    except Exception:  # CONFIG may be disabled; INFO answered or not, nothing to say
+        return None
+    if int(info.get("aof_enabled", 0)) == 0 and not saves:
+        return ("Redis persists nothing (appendonly no, no save points): review tasks in it are lost when it "
+                "restarts; enable AOF or RDB, or keep review tasks in SQLite or PostgreSQL")
+    return None
