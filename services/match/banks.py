@@ -36,7 +36,7 @@ import numpy as np
 
 from services.common.taxonomy import CATEGORIES, is_well_formed_custom_category
 from services.match.index import HammingIndex, IndexLayers
-from services.router.control.sqlite_wal import open_shared
+from services.router.control.sqlite_wal import open_shared, write_transaction
 
 __all__ = ["BankChanges", "BankError", "BankExistsError", "BankIndexes", "BankNotFoundError", "BankRepository", "BankSpec",
            "BankStore", "Entry", "LoadedBank", "LoadedBanks", "MAX_DELTA", "SIGNAL_TYPES", "incremental_since"]
@@ -186,10 +186,17 @@ class BankStore:
         self._lock = threading.Lock()
         self._db = open_shared(path)
         self._db.executescript(_SCHEMA)
-        for table, column, declaration in _COLUMNS:
-            if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-        self._db.execute(_ADDED_INDEX)
+        with write_transaction(self._db):  # one process adds the columns (a router and a match service start together)
+            upgraded = False
+            for table, column, declaration in _COLUMNS:
+                if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                    upgraded = True
+            self._db.execute(_ADDED_INDEX)
+            # a file written by code before the versioned entries: not trusted for incremental reads until a
+            # write of this code re-stamps every bank (`_stamp`); a file of this code: trusted as it is
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('versioned', -1)" if upgraded else
+                             "INSERT OR IGNORE INTO meta (key, value) SELECT 'versioned', value FROM meta WHERE key = 'generation'")
 
     def create_bank(self, spec: BankSpec) -> int:
         """Create a new bank; BankExistsError when one of that name exists (`put_bank` replaces a spec on
@@ -211,10 +218,12 @@ class BankStore:
             self._db.execute("BEGIN")
             try:
                 generation = int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+                # the last write was not this code's (an older writer of the same file): every bank read whole
+                trusted = self._versioned() == generation
                 banks = self._db.execute("SELECT name, spec, version, epoch, removed_at FROM banks ORDER BY name").fetchall()
                 out = []
                 for name, spec, version, epoch, removed_at in banks:
-                    since = incremental_since(held.get(name), int(epoch), int(version), int(removed_at))
+                    since = incremental_since(held.get(name) if trusted else None, int(epoch), int(version), int(removed_at))
                     rows = self._db.execute("SELECT signal, value, content_id FROM entries WHERE bank = ? AND added > ? "
                                             "ORDER BY signal, value", (name, since)).fetchall()
                     out.append(BankChanges(BankSpec(**json.loads(spec)), int(version), int(epoch),
@@ -248,7 +257,7 @@ class BankStore:
                 if not self._db.execute("DELETE FROM banks WHERE name = ?", (name,)).rowcount:
                     raise BankNotFoundError(f"bank {name!r} does not exist")
                 self._db.execute("DELETE FROM entries WHERE bank = ?", (name,))
-                self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+                self._stamp()
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -342,6 +351,22 @@ class BankStore:
         self._check_owner(bank, owner)
         return int(self._db.execute("SELECT version FROM banks WHERE name = ?", (bank,)).fetchone()[0])
 
+    def _versioned(self) -> int:
+        """The generation the last write of this code made (-1: none since the file was upgraded)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'versioned'").fetchone()
+        return int(row[0]) if row else -1
+
+    def _stamp(self) -> None:
+        """Inside a write: raise the generation and note that this code made it. When the generation moved since
+        this code last wrote (a writer from before the versioned entries changed the file: hashes without their
+        `added` version, removals without `removed_at`), every bank gets a new epoch first, so each reader
+        builds every bank whole once instead of trusting those fields."""
+        generation = int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+        if self._versioned() != generation:
+            self._db.execute("UPDATE banks SET epoch = ?", (generation + 1,))
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (generation + 1,))
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('versioned', ?)", (generation + 1,))
+
     def _next_generation(self) -> int:
         """Inside a write: the generation this write makes (a new bank's epoch)."""
         return int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]) + 1
@@ -357,7 +382,7 @@ class BankStore:
             version = (int(row[0]) if row else 0) + 1
             change(version)
             self._db.execute("UPDATE banks SET version = ?, updated = ? WHERE name = ?", (version, self._clock(), bank))
-            self._db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+            self._stamp()
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -468,7 +493,9 @@ class LoadedBanks:
         loaded = []
         for change in banks:
             old = held.get(change.spec.name)
-            if change.incremental and old is not None:
+            if change.incremental and old is not None and change.version == old.version and change.spec == old.spec:
+                loaded.append(old)  # unchanged: its indexes as they are
+            elif change.incremental and old is not None:
                 loaded.append(old.extended(change.spec, change.version, change.entries))
             else:
                 loaded.append(LoadedBank.built(change.spec, change.version, change.entries, change.epoch))

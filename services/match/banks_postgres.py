@@ -144,7 +144,9 @@ class PostgresBankStore:
         BankStore.changes)."""
         def read(cursor: psycopg.Cursor[Any]) -> tuple[int, list[BankChanges]]:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            cursor.execute("SET LOCAL statement_timeout = 0")  # a large bank set takes long to read; the reload is off the request path
+            # a large bank set takes long to read and to turn into entries; the reload is off the request path
+            cursor.execute("SET LOCAL statement_timeout = 0")
+            cursor.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             cursor.execute("SELECT value FROM match_meta WHERE key = 'generation'")
             row = cursor.fetchone()
             generation = int(row[0]) if row else 0

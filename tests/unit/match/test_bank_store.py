@@ -36,7 +36,7 @@ def test_a_bank_that_only_gained_hashes_is_extended_not_rebuilt(tmp_path: Path, 
     second = LoadedBanks.load(store, previous=first)
     memes = second.banks[0]
     assert second.read == 2 and memes.version == 3 and memes.base is first.banks[0].base  # the large index kept
-    assert second.banks[1] is not first.banks[1] and second.banks[1].base is first.banks[1].base
+    assert second.banks[1] is first.banks[1]  # unchanged: kept as it was
     query = np.frombuffer(bytes.fromhex(pdq(1000)), dtype=np.uint8).reshape(1, 32)
     assert memes.pdq.query(query, 0) == [[("new-1", 0)]] and memes.exact[("md5", "0" * 31 + "7")] == "new-2"
     old = np.frombuffer(bytes.fromhex(pdq(5)), dtype=np.uint8).reshape(1, 32)
@@ -59,7 +59,7 @@ def test_a_bank_that_only_gained_hashes_is_extended_not_rebuilt(tmp_path: Path, 
     store.close()
 
 
-def test_a_file_written_before_the_versioned_entries_is_upgraded_in_place(tmp_path: Path) -> None:
+def test_a_file_written_before_the_versioned_entries_is_upgraded_and_its_old_writers_are_never_trusted(tmp_path: Path) -> None:
     import sqlite3
 
     path = tmp_path / "banks.sqlite"
@@ -75,7 +75,25 @@ def test_a_file_written_before_the_versioned_entries_is_upgraded_in_place(tmp_pa
     store = BankStore(path)
     first = LoadedBanks.load(store)
     assert [(b.spec.name, b.version, len(b.pdq)) for b in first.banks] == [("memes", 2, 1)]
-    store.add("memes", [Entry("pdq", pdq(2), "m-2")])
+    store.add("memes", [Entry("pdq", pdq(2), "m-2")])  # this code's first write: every bank re-stamped
     second = LoadedBanks.load(store, previous=first)
-    assert second.read == 1 and len(second.banks[0].pdq) == 2 and second.banks[0].base is first.banks[0].base
+    assert second.read == 2 and len(second.banks[0].pdq) == 2
+    store.add("memes", [Entry("pdq", pdq(3), "m-3")])
+    third = LoadedBanks.load(store, previous=second)
+    assert third.read == 1 and third.banks[0].base is second.banks[0].base  # trusted again: only what was added
+
+    def old_writer(statement: str, *args: object) -> None:
+        """A router from before the versioned entries, on the same file: no `added`, no `removed_at`."""
+        with sqlite3.connect(path) as legacy:
+            legacy.execute(statement, args)
+            legacy.execute("UPDATE banks SET version = version + 1 WHERE name = 'memes'")
+            legacy.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+    old_writer("INSERT INTO entries (bank, signal, value, content_id) VALUES ('memes', 'pdq', ?, 'm-4')", pdq(4))
+    old_writer("DELETE FROM entries WHERE bank = 'memes' AND value = ?", pdq(1))
+    fourth = LoadedBanks.load(store, previous=third)  # read whole: its hash added and its removal both seen
+    query = lambda seed: np.frombuffer(bytes.fromhex(pdq(seed)), dtype=np.uint8).reshape(1, 32)  # noqa: E731
+    assert fourth.read == 3 and fourth.banks[0].pdq.query(query(4), 0) == [[("m-4", 0)]]
+    assert fourth.banks[0].pdq.query(query(1), 0) == [[]]
+    store.add("memes", [Entry("pdq", pdq(5), "m-5")])  # this code writes again: every bank re-stamped once more
+    assert LoadedBanks.load(store, previous=fourth).read == 4
     store.close()
