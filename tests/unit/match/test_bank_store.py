@@ -91,7 +91,8 @@ def test_a_file_written_before_the_versioned_entries_is_upgraded_and_its_old_wri
     old_writer("INSERT INTO entries (bank, signal, value, content_id) VALUES ('memes', 'pdq', ?, 'm-4')", pdq(4))
     old_writer("DELETE FROM entries WHERE bank = 'memes' AND value = ?", pdq(1))
     fourth = LoadedBanks.load(store, previous=third)  # read whole: its hash added and its removal both seen
-    query = lambda seed: np.frombuffer(bytes.fromhex(pdq(seed)), dtype=np.uint8).reshape(1, 32)  # noqa: E731
+    def query(seed: int) -> np.ndarray:
+        return np.frombuffer(bytes.fromhex(pdq(seed)), dtype=np.uint8).reshape(1, 32)
     assert fourth.read == 3 and fourth.banks[0].pdq.query(query(4), 0) == [[("m-4", 0)]]
     assert fourth.banks[0].pdq.query(query(1), 0) == [[]]
     store.add("memes", [Entry("pdq", pdq(5), "m-5")])  # this code writes again: every bank re-stamped once more
