@@ -15,10 +15,11 @@ from services.match.banks import BankRepository, BankStore
 __all__ = ["open_bank_store"]
 
 
-def open_bank_store(path: str, dsn: str = "") -> BankRepository:
-    """PostgreSQL at `dsn` when it is set (its migrations applied), else the SQLite file at `path`."""
+def open_bank_store(path: str, dsn: str = "", *, reader: bool = False) -> BankRepository:
+    """PostgreSQL at `dsn` when it is set, else the SQLite file at `path`. A `reader` (the match service) never
+    migrates PostgreSQL's schema, so it may connect as a role that can only read the bank tables."""
     if dsn:
         from services.match.banks_postgres import PostgresBankStore
 
-        return PostgresBankStore(dsn)
+        return PostgresBankStore(dsn, migrate=not reader)
     return BankStore(Path(path))

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 import psycopg
 
 from services.match.banks import BankChanges, BankExistsError, BankNotFoundError, BankSpec, Entry, incremental_since
-from services.router.control.postgres import PgConnection, describe_dsn
+from services.router.control.postgres import PgConnection, PostgresUnavailableError, describe_dsn
 
 __all__ = ["PostgresBankStore"]
 
@@ -48,10 +48,19 @@ def _json(spec: BankSpec) -> str:
 class PostgresBankStore:
     """See the module docstring. Blocking; thread-safe (one connection, one lock). A `BankRepository`."""
 
-    def __init__(self, dsn: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, dsn: str, *, migrate: bool = True, clock: Callable[[], float] = time.time) -> None:
+        """`migrate`: apply the schema's migrations (a router, the CLI); False for a reader (the match service),
+        which may connect as a role that can only SELECT the bank tables: it checks they exist instead."""
         self.location = describe_dsn(dsn)  # for logs and errors: never the password
         self._clock = clock
-        self._db = PgConnection(dsn)
+        self._db = PgConnection(dsn, migrate=migrate)
+        if not migrate:
+            rows = self._db.fetch("SELECT to_regclass('match_banks') IS NOT NULL AND to_regclass('match_entries') IS NOT NULL "
+                                  "AND to_regclass('match_meta') IS NOT NULL")
+            if not rows or not rows[0][0]:
+                self._db.close()
+                raise PostgresUnavailableError(f"PostgreSQL at {self.location} has no bank tables yet: start a router with "
+                                               f"lifecycle.postgres_dsn on this database first (it creates them)")
 
     def create_bank(self, spec: BankSpec) -> int:
         """Create a new bank; BankExistsError when one of that name exists (see BankStore.create_bank)."""

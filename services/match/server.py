@@ -17,7 +17,7 @@ def served_models(config: ModalityServiceConfig) -> Sequence[ServedModel]:
     from services.match.bank_stores import open_bank_store
     from services.match.model import MatchModel
 
-    store = open_bank_store(config.match.banks_path, config.match.banks_dsn)
+    store = open_bank_store(config.match.banks_path, config.match.banks_dsn, reader=True)
     return [MatchModel(store, config.match, limits=config.limits.image_limits())]
 
 

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import psycopg
 import pytest
 
 from services.common.contracts import match as contract
 from services.launcher import ROOT
 from services.match.banks import BankExistsError, BankSpec, Entry
 from services.match.banks_postgres import PostgresBankStore
+from services.router.control.postgres import PostgresUnavailableError
 from services.match.model import MatchModel
 from services.match.settings import MatchSettings
 from services.match.signals import text_signals
@@ -54,7 +56,7 @@ def matches(model: MatchModel, tenant: str, text: str) -> list[contract.Match]:
 def test_two_match_services_on_one_database_serve_what_an_admin_wrote(dsn: str) -> None:
     admin = PostgresBankStore(dsn)
     settings = MatchSettings(banks_dsn=dsn, reload_interval_s=0.1, max_stale_s=1.0)
-    replicas = [MatchModel(PostgresBankStore(dsn), settings, watch=False) for _ in range(2)]
+    replicas = [MatchModel(PostgresBankStore(dsn, migrate=False), settings, watch=False) for _ in range(2)]
     try:
         assert all(matches(model, "acme", SPAM) == [] for model in replicas)
         admin.create_bank(BankSpec("acme-spam", owner="acme", category="spam"))
@@ -71,6 +73,26 @@ def test_two_match_services_on_one_database_serve_what_an_admin_wrote(dsn: str) 
         for model in replicas:
             model.close()
             model.store.close()
+        admin.close()
+
+
+def test_a_match_service_reads_as_a_role_that_may_only_select_the_bank_tables(dsn: str) -> None:
+    with pytest.raises(PostgresUnavailableError, match="no bank tables yet: start a router"):
+        PostgresBankStore(dsn, migrate=False)  # nothing created them yet, and a reader never does
+    admin = PostgresBankStore(dsn)  # a router: migrates, writes
+    admin.create_bank(BankSpec("shared-spam", shared=True, category="spam"))
+    admin.add("shared-spam", [Entry("text_simhash", text_signals(SPAM).simhash.hex(), "wave-1")])
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        owner.execute(b"CREATE ROLE banks_reader LOGIN")
+        owner.execute(b"GRANT SELECT ON match_banks, match_entries, match_meta TO banks_reader")
+    reader = PostgresBankStore(dsn.replace("postgres@", "banks_reader@", 1), migrate=False)
+    try:
+        model = MatchModel(reader, MatchSettings(banks_dsn=dsn), watch=False)
+        assert [m.content_id for m in matches(model, "acme", SPAM)] == ["wave-1"]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.create_bank(BankSpec("sneaky", shared=True, category="spam"))
+    finally:
+        reader.close()
         admin.close()
 
 
@@ -111,6 +133,6 @@ async def test_a_router_with_postgres_manages_its_banks_there(dsn: str, tmp_path
         reader = PostgresBankStore(dsn)
         assert [spec.name for spec, _ in reader.banks()] == ["shared-spam"]
         reader.close()
-        assert not (tmp_path / "banks.sqlite").exists()
+        assert settings.banks_in_postgres and settings.banks_file is None  # no SQLite bank file beside the store
     finally:
         await lifecycle.close()

@@ -112,8 +112,8 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
             assert loop["items"] == loop["block"] == loop["short_circuited"] > 0 and loop["errors"] == 0
 
             # An animation's file banked by its SHA-256: matched as the file, besides its frames as stills. A copy
-            # whose frames are the same but whose file differs (it loops once) matches nothing, and is not
-            # answered from the verdict cache of the banked one.
+            # whose frames are the same but whose file differs (it loops once) matches nothing (that the verdict
+            # cache keys on the file too: tests/unit/router/test_cached_pipeline.py).
             banked, looping_once = gif_of(loop=0), gif_of(loop=1)
             store.add("known_gore", [Entry("sha256", hashlib.sha256(banked).hexdigest(), "case-9")])
             for attempt in range(60):
@@ -125,7 +125,7 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
             assert [(e.match.signal_type, e.match.content_id, e.part_index, e.frame_index) for e in animated.evidence
                     if e.HasField("match")] == [("sha256", "case-9", 0, 0)]
             other = await asyncio.to_thread(moderate, stub, "gif-other", image=looping_once)
-            assert matched(other) == [] and other.decision == pb.ALLOW and not other.cached
+            assert matched(other) == [] and other.decision == pb.ALLOW
 
             edited = SPAM.replace("$500", "$700").replace("telegram", "TELEGRAM 🚀")
             spam = await asyncio.to_thread(moderate, stub, "spam", text=edited)

@@ -855,14 +855,15 @@ def test_routers_share_state_through_redis_and_postgres(target: str, tmp_path: P
     """Every lane shares quotas and canary counts through Redis (ENV_REDIS_URL) and the policy store and
     audit log through PostgreSQL (ENV_POSTGRES_DSN): in dev the components' Services, in production the managed ones, whose
     URLs come from Secrets. The names are the ones the router reads, and the URLs load. The match pods read their banks
-    from the same database (ENV_BANKS_DSN), where the routers' BankAdmin writes them."""
+    from the same database (ENV_BANKS_DSN, a Secret of their own), where the routers' BankAdmin writes them."""
     redis = [s for s in of_kind(target, "Service") if s["metadata"]["name"] == "auditmesh-redis"]
     postgres = [s for s in of_kind(target, "Service") if s["metadata"]["name"] == "auditmesh-postgres"]
     assert bool(redis) == bool(postgres) == (target == "overlays/dev"), target
     for workload, container, service in auditmesh_containers(target):
         if service == "match":  # its banks: the database where the routers' BankAdmin writes them
             items = {item["name"]: item for item in container["env"]}
-            assert items[ENV_BANKS_DSN]["valueFrom"]["secretKeyRef"] == {"name": "auditmesh-postgres", "key": "dsn"}
+            # a role that may only read the bank tables: this pod decodes untrusted images
+            assert items[ENV_BANKS_DSN]["valueFrom"]["secretKeyRef"] == {"name": "auditmesh-banks-reader", "key": "dsn"}
             if target == "overlays/dev":
                 with monkeypatch.context() as patch:
                     match_config, _ = load_config(target, workload, container, service, tmp_path / "match", patch)
