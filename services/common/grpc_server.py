@@ -33,6 +33,9 @@ from services.common.tls import server_credentials
 from services.common.tracing.telemetry import server_interceptors
 
 log = logging.getLogger(__name__)
+#: The grpc.health name a liveness probe asks: SERVING from start to stop, whatever `hold` says (a replica whose
+#: data is stale is taken out of traffic, not restarted: a restart could not load data its store cannot give).
+LIVENESS_SERVICE = "auditmesh.liveness"
 
 
 def grpc_options(max_message_bytes: int) -> list[tuple[str, int]]:
@@ -129,8 +132,9 @@ class GrpcService:
         return self.port
 
     async def hold(self, reason: str | None) -> None:
-        """Health NOT_SERVING while `reason` (a served model's data is stale: load balancers and kubelet take
-        the replica out) and SERVING again when None; nothing once stopping (draining stays NOT_SERVING)."""
+        """Health NOT_SERVING while `reason` (a served model's data is stale: load balancers and kubelet's
+        readiness take the replica out) and SERVING again when None; nothing once stopping (draining stays
+        NOT_SERVING). LIVENESS_SERVICE is not held: a replica waiting for its data is not restarted."""
         if self._server is None or self._stopped.is_set() or self._stopping:
             return
         if (reason is None) == (self._held is None):  # no change of state (a reason's wording may change)
@@ -147,7 +151,7 @@ class GrpcService:
 
     async def _set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        for name in ["", *self._service_names]:
+        for name in ["", *self._service_names, LIVENESS_SERVICE]:
             await self._health.set(name, status)
         if self._on_serving_change is not None:
             self._on_serving_change(serving)

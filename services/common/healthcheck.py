@@ -1,4 +1,6 @@
-"""Container health probe: `python -m services.common.healthcheck HOST:PORT` exits 0 when SERVING.
+"""Container health probe: `python -m services.common.healthcheck HOST:PORT [SERVICE]` exits 0 when SERVING
+(SERVICE: a grpc.health service name; the liveness probe of a service whose readiness follows its data
+asks `auditmesh.liveness`, which only a stopping or stopped process fails: services/common/grpc_server.py).
 
 A process at its `max_concurrent_rpcs` limit answers the probe itself with RESOURCE_EXHAUSTED: it is
 alive and working at capacity, so that also counts as healthy (a restart would only lose its work).
@@ -30,12 +32,13 @@ def _channel(address: str) -> grpc.Channel:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m services.common.healthcheck HOST:PORT", file=sys.stderr)
+    if len(argv) not in (1, 2):
+        print("usage: python -m services.common.healthcheck HOST:PORT [SERVICE]", file=sys.stderr)
         return 2
+    service = argv[1] if len(argv) == 2 else ""
     with _channel(argv[0]) as channel:
         try:
-            status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=3).status
+            status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=3).status
         except grpc.RpcError as error:
             code = error.code()
             if code == grpc.StatusCode.RESOURCE_EXHAUSTED:

@@ -59,6 +59,7 @@ from services.common.serving.batcher import BatchReport
 from services.common.serving.modality_config import ModalityServiceConfig, load_service_config
 from services.common.serving.model_metrics import ModelMetrics
 from services.common.service_config import ENV_LISTEN, ENV_METRICS_LISTEN, ENV_MODEL_REPOSITORY
+from services.common.grpc_server import LIVENESS_SERVICE
 from services.common.serving.modality_config import ENV_BANKS_DSN, ENV_ORT_PROVIDERS
 from services.common.tls_config import (ENV_TLS_CERT_FILE, ENV_TLS_CLIENT_CA_FILE, ENV_TLS_KEY_FILE,
                                         ENV_UPSTREAM_TLS_CA_FILE, ENV_UPSTREAM_TLS_CERT_FILE, ENV_UPSTREAM_TLS_KEY_FILE)
@@ -648,10 +649,12 @@ def test_probes_and_graceful_termination(target: str, tmp_path: Path, monkeypatc
         capped = isinstance(config, RouterConfig) and config.server.max_concurrent_rpcs > 0
         for probe in PROBES:
             handler = container[probe]
+            # the match service's readiness follows its banks; its liveness does not (LIVENESS_SERVICE)
+            named = [LIVENESS_SERVICE] if probe == "livenessProbe" and service == "match" else []
             if config.server.tls is not None or capped:
-                assert handler.get("exec") == {"command": [*HEALTHCHECK, f"127.0.0.1:{port}"]}, f"{where}: {probe}"
+                assert handler.get("exec") == {"command": [*HEALTHCHECK, f"127.0.0.1:{port}", *named]}, f"{where}: {probe}"
             else:
-                assert handler.get("grpc") == {"port": port}, f"{where}: {probe}"
+                assert handler.get("grpc") == {"port": port, **({"service": named[0]} if named else {})}, f"{where}: {probe}"
         startup = container["startupProbe"]
         budget = startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3)
         assert budget >= (60 if service == "router" else 120), f"{where}: startup budget {budget} s"

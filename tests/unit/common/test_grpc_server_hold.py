@@ -1,6 +1,7 @@
 """A served model whose data goes stale takes its replica out of rotation: the KServe servicer's ModelReady
 and ServerReady say not ready, and `hold_while_problem` keeps grpc.health NOT_SERVING until it is fresh
-again; a draining service stays NOT_SERVING whatever the model says."""
+again (while `auditmesh.liveness` stays SERVING: a liveness probe does not restart it); a draining service
+stays NOT_SERVING whatever the model says."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2 as kserve_pb2
 
 from services.common.contracts.tensors import TensorSpec
-from services.common.grpc_server import GrpcService
+from services.common.grpc_server import LIVENESS_SERVICE, GrpcService
 from services.common.serving.modality_config import ModalityServiceConfig
 from services.common.serving.modality_main import build_service, hold_while_problem
 from services.common.serving.model_api import ModelFile
@@ -49,8 +50,8 @@ class StaleableModel:
         return self.problem
 
 
-async def health(channel: grpc.aio.Channel) -> int:
-    response = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+async def health(channel: grpc.aio.Channel, service: str = "") -> int:
+    response = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service))
     return int(response.status)
 
 
@@ -75,6 +76,7 @@ async def test_a_stale_model_is_not_ready_until_fresh_and_draining_stays_not_ser
                     break
                 await asyncio.sleep(0.02)
             assert await health(channel) == NOT_SERVING
+            assert await health(channel, LIVENESS_SERVICE) == SERVING  # out of traffic, not restarted
             model.problem = None
             for _ in range(100):
                 if await health(channel) == SERVING:
