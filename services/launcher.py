@@ -66,7 +66,8 @@ from services.common.internal_auth import ADMIN_SECRET_HEADER, ENV_ADMIN_SECRET,
 from services.common.logs import configure_logging
 from services.common.placement import Placement, placement_command, usable_cpus
 from services.common.service_config import ServerConfig
-from services.common.serving.modality_config import ENV_BANKS_PATH
+from services.common.serving.modality_config import ENV_BANKS_DSN, ENV_BANKS_PATH
+from services.router.config import ENV_POSTGRES_DSN
 from services.supervise import RestartPolicy, Supervisor, describe_exit
 
 MODALITIES = ("text", "vision", "ocr")
@@ -327,13 +328,7 @@ class Mesh:
     def start_service(self, service: str) -> subprocess.Popen[bytes]:
         """Start one service process (not waiting for it), on the CPUs and at the niceness its config's
         `placement` says (`taskset` / `nice` before the command: inherited by every thread it starts)."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_SECRET: MESH_SECRET}  # secrets: never on a command line
-        if service in (*MODALITIES, MATCH):
-            env[ENV_ADMIN_SECRET] = MESH_ADMIN_SECRET
-        env.update(self.extra_env)
-        state = self._state_folder()
-        if service == MATCH and state is not None and ENV_BANKS_PATH not in self.extra_env:
-            env[ENV_BANKS_PATH] = str(state / "banks.sqlite")  # each mesh's own banks, beside its policy store
+        env = self.environment(service)
         placement, usable = self.placement(service), usable_cpus()
         if placement != Placement():
             log.info("%s runs on %s", service, placement.describe(usable))
@@ -341,6 +336,21 @@ class Mesh:
                                    stdout=self.output, stderr=self.output, start_new_session=self.own_sessions)
         self.processes[service] = process
         return process
+
+    def environment(self, service: str) -> dict[str, str]:
+        """The environment `service` starts with: this process's, the mesh's secrets, `extra_env`, and the
+        match service's bank store (beside this mesh's state; PostgreSQL when the routers use it)."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_SECRET: MESH_SECRET}  # secrets: never on a command line
+        if service in (*MODALITIES, MATCH):
+            env[ENV_ADMIN_SECRET] = MESH_ADMIN_SECRET
+        env.update(self.extra_env)
+        state = self._state_folder()
+        if service == MATCH and state is not None and ENV_BANKS_PATH not in self.extra_env:
+            env[ENV_BANKS_PATH] = str(state / "banks.sqlite")  # each mesh's own banks, beside its policy store
+        if service == MATCH and env.get(ENV_POSTGRES_DSN) and not env.get(ENV_BANKS_DSN):
+            # routers on PostgreSQL write their banks there (lifecycle.banks_path ""): the match service reads them
+            env[ENV_BANKS_DSN] = env[ENV_POSTGRES_DSN]
+        return env
 
     def wait_serving(self, service: str, timeout_s: float = 120.0) -> None:
         """Block until `service` answers SERVING, or raise RuntimeError (its process died or timed out)."""

@@ -78,3 +78,13 @@ def test_bad_addresses_are_usage_errors(argv: list[str], capsys: pytest.CaptureF
         router_main.parse_args(argv)
     assert caught.value.code == 2
     assert "expected host:port" in capsys.readouterr().err
+
+
+def test_the_match_service_reads_the_banks_where_the_routers_write_them(tmp_path: Path) -> None:
+    alone = Mesh(20000, state_dir=tmp_path)
+    assert alone.environment(MATCH)["AUDITMESH_BANKS_PATH"] == str(tmp_path / "banks.sqlite")
+    assert "AUDITMESH_BANKS_DSN" not in alone.environment(MATCH)
+    dsn = "postgresql://auditmesh@db:5432/auditmesh"
+    shared = Mesh(20000, state_dir=tmp_path, extra_env={"AUDITMESH_POSTGRES_DSN": dsn})
+    assert shared.environment(MATCH)["AUDITMESH_BANKS_DSN"] == dsn  # the routers' BankAdmin writes there
+    assert "AUDITMESH_BANKS_DSN" not in shared.environment("text")
