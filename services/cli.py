@@ -173,10 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     purge.add_argument("tenant", metavar="TENANT", help="the removed tenant's id")
     add_admin_arguments(purge)
     banks = commands.add_parser("banks", help="banks of known content for the match service (docs/matching.md)")
-    banks.add_argument("--store", type=Path, default=Path(os.environ.get("AUDITMESH_BANKS_PATH") or "var/banks.sqlite"),
+    banks.add_argument("--store", type=Path, default=None,
                        help="the bank store the match service reads (config/match.yaml match.banks_path; default: env "
                        "AUDITMESH_BANKS_PATH, else var/banks.sqlite); with env AUDITMESH_BANKS_DSN set, the banks in "
-                       "that PostgreSQL instead (match.banks_dsn)")
+                       "that PostgreSQL instead (match.banks_dsn; not with --store)")
     bank_actions = banks.add_subparsers(dest="action", required=True)
     create = bank_actions.add_parser("create", help="create a bank (refused when one of that name exists)")
     create.add_argument("name", help="1-64 lower-case letters, digits, '_' or '-'")
@@ -394,6 +394,7 @@ def review_command(args: argparse.Namespace) -> int:
         return 2
     metadata = [("x-admin-key", args.admin_key)]
     printed = acked = 0
+    acking = False
     with blocking_channel(args.admin, tls_from(args), []) as channel:
         stub = apb_grpc.PolicyAdminStub(channel)
         try:
@@ -410,15 +411,20 @@ def review_command(args: argparse.Namespace) -> int:
                     print(json.dumps(MessageToDict(task, preserving_proto_field_name=True), ensure_ascii=False), flush=True)
                     printed += 1
                     if args.ack:
+                        acking = True
                         acked += stub.AckReviewTasks(apb.AckReviewTasksRequest(tenant=args.tenant, task_ids=[task.task_id]),
                                                      metadata=metadata, timeout=30.0).acked
+                        acking = False
                     if args.max and printed >= args.max:
                         break
             finally:
                 tasks.cancel()
         except grpc.RpcError as error:
-            if error.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
-                print(f"auditmesh review {args.action}: {error.code().name}: {error.details()}", file=sys.stderr)
+            # the stream's own end (its --seconds) is no failure; a refused call or a failed ack is
+            if acking or error.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+                what = "ack" if acking else args.action
+                print(f"auditmesh review {what}: {error.code().name}: {error.details()} ({printed} tasks printed, "
+                      f"{acked} acked)", file=sys.stderr)
                 return 1
     print(f"{printed} tasks printed, {acked} acked", file=sys.stderr)
     return 0
@@ -551,8 +557,13 @@ def banks(args: argparse.Namespace) -> int:
     from services.router.control.postgres import PostgresUnavailableError
 
     try:
-        store = open_bank_store(str(args.store), os.environ.get(ENV_BANKS_DSN, "").strip())
-    except (PostgresUnavailableError, OSError) as error:
+        dsn = os.environ.get(ENV_BANKS_DSN, "").strip()
+        if dsn and args.store is not None:
+            print(f"auditmesh banks {args.action}: --store names a file, but {ENV_BANKS_DSN} names PostgreSQL: "
+                  f"give one of them", file=sys.stderr)
+            return 2
+        store = open_bank_store(str(args.store or os.environ.get("AUDITMESH_BANKS_PATH") or "var/banks.sqlite"), dsn)
+    except (PostgresUnavailableError, RuntimeError, OSError) as error:
         print(f"auditmesh banks {args.action}: {error}", file=sys.stderr)
         return 2
     out: Any
@@ -587,6 +598,9 @@ def banks(args: argparse.Namespace) -> int:
     except (BankError, OSError, UnicodeDecodeError) as error:
         print(f"auditmesh banks {args.action}: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # the store's own failure (PostgreSQL gone mid-command): said, not a traceback
+        print(f"auditmesh banks {args.action}: the bank store failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
     finally:
         store.close()
     print(json.dumps(out, indent=1, ensure_ascii=False))

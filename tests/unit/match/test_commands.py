@@ -53,3 +53,14 @@ def test_problems_name_the_field_or_the_line(tmp_path: Path, capsys: pytest.Capt
     assert code == 2 and f"{csv}: line 1: value: a pdq hash is 64 lower-case hex digits" in str(err)
     code, err = run(capsys, "--store", store, "add", "ok", "--image", str(csv))
     assert code == 2 and "could not be decoded" in str(err)
+
+
+def test_a_file_and_a_database_together_are_refused_and_an_unreachable_one_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.launcher import free_base_port
+
+    monkeypatch.setenv("AUDITMESH_BANKS_DSN", f"postgresql://auditmesh:s3cret@127.0.0.1:{free_base_port(1)}/auditmesh")
+    code, err = run(capsys, "--store", str(tmp_path / "banks.sqlite"), "list")
+    assert code == 2 and "give one of them" in str(err)
+    code, err = run(capsys, "list")
+    assert code == 2 and "cannot connect to PostgreSQL at auditmesh@127.0.0.1" in str(err) and "s3cret" not in str(err)
