@@ -17,13 +17,14 @@ import logging
 from typing import Any, Callable, Iterable, TypeVar
 
 import grpc
+import psycopg
 from auditmesh.v1 import admin_pb2 as apb
 from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
 from services.common.auth_guard import AuthGuard
 from services.common.auth_throttle import AuthThrottle
 from services.common.errors import (AlreadyExistsError, FailedPreconditionError, ImageRejectedError, InvalidRequestError,
-                                    LimitExceededError, NotFoundError)
+                                    LimitExceededError, NotFoundError, UnavailableError)
 from services.common.image_decode import ImageLimits, inspect_image
 from services.match.banks import BankError, BankExistsError, BankNotFoundError, BankRepository, BankSpec, Entry
 from services.match.commands import (add_content, create_bank, delete_bank, export_hashes, image_entries, import_hashes,
@@ -31,6 +32,7 @@ from services.match.commands import (add_content, create_bank, delete_bank, expo
 from services.match.formats import FORMATS, text_entries
 from services.router.control.admin import admin_call
 from services.router.control.admin_auth import AdminAuth, AdminKey
+from services.router.control.postgres import PostgresUnavailableError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,6 +71,8 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
                 raise AlreadyExistsError(str(error)) from None
             except BankError as error:
                 raise InvalidRequestError(str(error)) from None
+            except (PostgresUnavailableError, psycopg.OperationalError) as error:  # down, failing over, a lock held
+                raise UnavailableError(f"the bank store is unavailable, retry: {type(error).__name__}") from None
         return await admin_call(context, self.guard, self.auth, None, guarded)
 
     def _owned(self, key: AdminKey, store: BankRepository, name: str) -> tuple[BankSpec, int]:
