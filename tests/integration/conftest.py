@@ -16,6 +16,7 @@ from auditmesh.v1 import moderation_pb2_grpc as pb_grpc
 from services.launcher import Mesh
 
 from tests.mesh_fixtures import channel_to, message_options
+from tests.servers import PostgresServer, fresh_database, postgres_server
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +28,16 @@ def router_channel(mesh: Mesh) -> Iterator[grpc.Channel]:
 @pytest.fixture(scope="session")
 def stub(router_channel: grpc.Channel) -> pb_grpc.ModerationServiceStub:
     return pb_grpc.ModerationServiceStub(router_channel)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL cluster for one test module (tests/servers.py)."""
+    with postgres_server() as running:
+        yield running
+
+
+@pytest.fixture
+def dsn(postgres: PostgresServer) -> str:
+    """A fresh database of its own for each test."""
+    return fresh_database(postgres)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import psycopg
@@ -24,20 +23,9 @@ from services.match.settings import MatchSettings
 from services.match.signals import text_signals
 from services.router.config import load_router_config
 from services.router.policy_lifecycle import PolicyLifecycle
-from tests.servers import PostgresServer, fresh_database, postgres_server
 from tests.unit.match.bank_store_contract import check_bank_store_contract
 
 SPAM = "Earn $500 a day from home, no experience needed. DM me on telegram @richfast99 and I will show you how"
-@pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    with postgres_server() as running:
-        yield running
-
-
-@pytest.fixture
-def dsn(server: PostgresServer) -> str:
-    """A fresh database of its own for each test."""
-    return fresh_database(server)
 
 
 def test_the_postgres_store_keeps_the_contract(dsn: str) -> None:

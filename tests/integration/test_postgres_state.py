@@ -23,7 +23,6 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 import psycopg
 import pytest
@@ -42,19 +41,8 @@ from services.router.control.postgres import MIGRATIONS, PostgresUnavailableErro
 from services.router.control.store import CanarySpec, StoredVersion
 from services.router.control.store_postgres import PostgresPolicyStore
 from services.router.policy_lifecycle import PolicyLifecycle
-from tests.servers import PostgresServer, fresh_database, postgres_server
+from tests.servers import PostgresServer, postgres_server
 from tests.stubs import FakeClock
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    with postgres_server() as running:
-        yield running
-
-
-@pytest.fixture
-def dsn(server: PostgresServer) -> str:
-    """A fresh database of its own for each test."""
-    return fresh_database(server)
 
 
 def version(v: str, digest: str = "h1") -> StoredVersion:
@@ -201,7 +189,7 @@ def test_audit_log_pages_one_tenant_at_a_time(dsn: str, compression: str) -> Non
     log.close()
 
 
-def test_a_record_postgresql_refuses_never_blocks_the_others(dsn: str, server: PostgresServer) -> None:
+def test_a_record_postgresql_refuses_never_blocks_the_others(dsn: str, postgres: PostgresServer) -> None:
     log = PostgresAuditLog(dsn)
     now = time.time() - 100
     log.append(record("acme", 0, now))
@@ -292,14 +280,14 @@ async def test_every_replica_serves_an_activation_within_a_second(dsn: str, tmp_
         await second.close()
 
 
-async def test_a_replica_that_missed_notifications_converges_by_polling(dsn: str, tmp_path: Path, server: PostgresServer) -> None:
+async def test_a_replica_that_missed_notifications_converges_by_polling(dsn: str, tmp_path: Path, postgres: PostgresServer) -> None:
     first = lifecycle_on(dsn, tmp_path, "a", watch_interval_s=30.0)
     second = lifecycle_on(dsn, tmp_path, "b", watch_interval_s=0.5)
     second.register(None)
     try:
         await asyncio.sleep(0.3)
         # Cut the second replica's LISTEN connection: it reconnects, but what was announced meanwhile is lost.
-        with psycopg.connect(server.dsn, autocommit=True) as admin:
+        with psycopg.connect(postgres.dsn, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'")
         wanted = store_version(first, 100)
         await asyncio.to_thread(first.control.activate, "policy", "default", wanted, author="test")

@@ -19,7 +19,7 @@ tool holds them (an ack deletes them); a task not acked before its lease ends is
 loses no task it had written: after the restart, the unacked ones are delivered again.
 
 Write path: the request path only appends to a bounded in-memory buffer (`offer`, O(1), never waits on
-disk); a background task writes it every `flush_interval_s` in one transaction. A crash (SIGKILL) can lose
+disk; `TaskBuffer`, shared by the three queues); a background task writes it every `flush_interval_s` in one transaction. A crash (SIGKILL) can lose
 the tasks of the last interval not yet written (default 0.05 s); a graceful stop writes them all. A full
 buffer, a tenant already holding `max_pending` tasks, or a write that fails drops tasks and counts them
 (`dropped`). Tasks are kept at most `retention_s` (the audit log's retention, `lifecycle.audit_retention_days`):
@@ -49,7 +49,8 @@ from services.router.control.audit import AuditRecord
 from services.router.control.canary import canary_fraction
 from services.router.control.sqlite_wal import open_shared, write_transaction
 
-__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "check_lease", "check_pending", "task_reason"]
+__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "TaskBuffer", "check_lease", "check_pending",
+           "task_reason"]
 
 Reason = Literal["review", "shadow_disagreement", "sample_block", "sample_allow", "appeal"]
 #: Tasks a tenant may hold undelivered or unacked; beyond, new ones are dropped and counted.
@@ -168,6 +169,52 @@ def check_ack(task_ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(task_ids))
 
 
+class TaskBuffer:
+    """The request path's side of every review-task queue: tasks waiting for the next write, at most `bound`
+    (the oldest is dropped and counted to make room); thread-safe, `offer` O(1) and never waits on I/O."""
+
+    def __init__(self, bound: int = MAX_BUFFER) -> None:
+        self.bound = bound
+        self._tasks: collections.deque[tuple[AuditRecord, str]] = collections.deque()
+        self._lock = threading.Lock()
+        self._dropped = 0
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def dropped(self) -> int:
+        """Tasks dropped so far (the buffer full, a tenant at its bound, or a write that failed for good)."""
+        return self._dropped
+
+    def offer(self, record: AuditRecord, reason: str) -> None:
+        with self._lock:
+            if len(self._tasks) >= self.bound:
+                self._tasks.popleft()
+                self._dropped += 1
+            self._tasks.append((record, reason))
+
+    def take(self) -> list[tuple[AuditRecord, str]]:
+        """Every buffered task, oldest first (the buffer empty after)."""
+        with self._lock:
+            taken = list(self._tasks)
+            self._tasks.clear()
+            return taken
+
+    def give_back(self, taken: Sequence[tuple[AuditRecord, str]]) -> None:
+        """Tasks a write did not take, back at the front, oldest first; beyond the bound the oldest go (counted)."""
+        with self._lock:
+            self._tasks.extendleft(reversed(taken))
+            while len(self._tasks) > self.bound:
+                self._tasks.popleft()
+                self._dropped += 1
+
+    def drop(self, count: int) -> None:
+        """Count `count` tasks as dropped (a tenant at its bound, a write that failed for good)."""
+        with self._lock:
+            self._dropped += count
+
+
 class ReviewQueue:
     """See the module docstring. `offer` from the event loop; the rest from any thread."""
 
@@ -175,23 +222,17 @@ class ReviewQueue:
                  retention_s: float = 30 * 86400.0, clock: Callable[[], float] = time.time) -> None:
         self.max_pending = max_pending
         self.retention_s = retention_s
-        self._dropped = 0
-        self._counter = threading.Lock()
         self._clock = clock
         self._last_prune = 0.0
-        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
-        self._max_buffer = max_buffer
+        self._buffer = TaskBuffer(max_buffer)
         self._lock = threading.Lock()
         self._db = open_shared(path)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
 
     def offer(self, record: AuditRecord, reason: str) -> None:
-        """Queue a task for the next write (dropped and counted when the buffer is full)."""
-        if len(self._buffer) >= self._max_buffer:
-            self._drop(1)
-            return
-        self._buffer.append((record, reason))
+        """Queue a task for the next write (the oldest buffered one dropped and counted when full)."""
+        self._buffer.offer(record, reason)
 
     def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
         """Write one task now, under its own id and creation time (an appeal's: services/router/control/appeals.py),
@@ -208,11 +249,7 @@ class ReviewQueue:
     @property
     def dropped(self) -> int:
         """Tasks dropped so far (buffer full, a tenant at its bound, or a write that failed)."""
-        return self._dropped
-
-    def _drop(self, count: int) -> None:
-        with self._counter:
-            self._dropped += count
+        return self._buffer.dropped
 
     @property
     def buffered(self) -> int:
@@ -223,7 +260,7 @@ class ReviewQueue:
         drops the rest of its tasks; a write that fails (a locked or full disk) drops them all; both are
         counted. Tasks older than `retention_s` (the audit log's retention) are deleted as it goes."""
         with self._lock:
-            taken = [self._buffer.popleft() for _ in range(len(self._buffer))]
+            taken = self._buffer.take()
             if not taken:
                 self._prune()
                 return 0
@@ -245,9 +282,9 @@ class ReviewQueue:
                         room[tenant] -= inserted
                         stored += inserted
             except Exception:
-                self._drop(len(taken))  # none of them was written
+                self._buffer.drop(len(taken))  # none of them was written
                 raise
-            self._drop(over)
+            self._buffer.drop(over)
             self._prune()
             return stored
 

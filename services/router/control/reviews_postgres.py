@@ -19,7 +19,6 @@ Example::
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import threading
@@ -31,7 +30,8 @@ import psycopg
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import encode_record
 from services.router.control.postgres import PgConnection
-from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, check_pending,
+from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, TaskBuffer,
+                                                  check_pending,
                                                   check_ack, check_lease)
 
 log = logging.getLogger(__name__)
@@ -47,11 +47,8 @@ class PostgresReviewQueue:
                  retention_s: float = 30 * 86400.0, clock: Callable[[], float] = time.time) -> None:
         self.max_pending = max_pending
         self.retention_s = retention_s
-        self._dropped = 0
         self._clock = clock
-        self._max_buffer = max_buffer
-        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
-        self._buffer_lock = threading.Lock()
+        self._buffer = TaskBuffer(max_buffer)
         self._flush_lock = threading.Lock()
         self._last_prune = 0.0
         self._db = PgConnection(dsn)
@@ -60,7 +57,7 @@ class PostgresReviewQueue:
     @property
     def dropped(self) -> int:
         """Tasks dropped so far (buffer full, or a tenant at its bound)."""
-        return self._dropped
+        return self._buffer.dropped
 
     @property
     def buffered(self) -> int:
@@ -68,11 +65,7 @@ class PostgresReviewQueue:
 
     def offer(self, record: AuditRecord, reason: str) -> None:
         """Queue a task for the next write (the oldest buffered one is dropped and counted when full)."""
-        with self._buffer_lock:
-            if len(self._buffer) >= self._max_buffer:
-                self._buffer.popleft()
-                self._dropped += 1
-            self._buffer.append((record, reason))
+        self._buffer.offer(record, reason)
 
     def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
         """Write one task now, under its own id and creation time, or raise (see ReviewQueue.put)."""
@@ -91,9 +84,7 @@ class PostgresReviewQueue:
         """Write the buffered tasks in one transaction; returns how many were stored. A tenant at its bound
         drops the rest of its tasks (counted); a failed write keeps them all for the next flush (raised)."""
         with self._flush_lock:
-            with self._buffer_lock:
-                taken = list(self._buffer)
-                self._buffer.clear()
+            taken = self._buffer.take()
             if not taken:
                 self._prune()
                 return 0
@@ -116,14 +107,9 @@ class PostgresReviewQueue:
                         room[tenant] -= cursor.rowcount
                         stored += cursor.rowcount
             except psycopg.Error:
-                with self._buffer_lock:  # back to the front, oldest first; beyond the bound, the oldest go
-                    self._buffer.extendleft(reversed(taken))
-                    while len(self._buffer) > self._max_buffer:
-                        self._buffer.popleft()
-                        self._dropped += 1
+                self._buffer.give_back(taken)  # back to the front, oldest first; beyond the bound, the oldest go
                 raise
-            with self._buffer_lock:
-                self._dropped += over
+            self._buffer.drop(over)
             try:
                 self._prune()
             except psycopg.Error as error:

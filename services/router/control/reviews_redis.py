@@ -38,7 +38,6 @@ Example::
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import logging
@@ -48,8 +47,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from services.common.errors import UnavailableError
 from services.router.control.audit import AuditRecord
-from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, check_ack,
-                                                  check_lease, check_pending)
+from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, TaskBuffer,
+                                                  check_ack, check_lease, check_pending)
 
 __all__ = ["GROUP", "RedisReviewQueue", "persistence_warning"]
 
@@ -142,12 +141,9 @@ class RedisReviewQueue:
         self._redis = client
         self._prefix = f"{prefix}:review"
         self._clock = clock
-        self._dropped = 0
-        self._counter = threading.Lock()
         self._flushing = threading.Lock()
         self._last_prune = 0.0
-        self._buffer: collections.deque[tuple[AuditRecord, str]] = collections.deque()
-        self._max_buffer = max_buffer
+        self._buffer = TaskBuffer(max_buffer)
         self._add = client.register_script(_ADD)
         self._lease = client.register_script(_LEASE)
         self._ack = client.register_script(_ACK)
@@ -163,11 +159,8 @@ class RedisReviewQueue:
         return f"{self._prefix}:tenants"
 
     def offer(self, record: AuditRecord, reason: str) -> None:
-        """Queue a task for the next write (dropped and counted when the buffer is full)."""
-        if len(self._buffer) >= self._max_buffer:
-            self._drop(1)
-            return
-        self._buffer.append((record, reason))
+        """Queue a task for the next write (the oldest buffered one dropped and counted when full)."""
+        self._buffer.offer(record, reason)
 
     def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
         """Write one task now under its own id and time (an appeal's), or raise: LimitExceededError when the
@@ -180,12 +173,8 @@ class RedisReviewQueue:
 
     @property
     def dropped(self) -> int:
-        """Tasks dropped so far (buffer full, a tenant at its bound, or a write that failed)."""
-        return self._dropped
-
-    def _drop(self, count: int) -> None:
-        with self._counter:
-            self._dropped += count
+        """Tasks dropped so far (buffer full, or a tenant at its bound)."""
+        return self._buffer.dropped
 
     @property
     def buffered(self) -> int:
@@ -193,9 +182,10 @@ class RedisReviewQueue:
 
     def flush(self) -> int:
         """Write the buffered tasks in one pipeline; how many were stored. A tenant at its bound drops the rest of
-        its tasks; a write that fails (Redis down) drops them all; both are counted. Old tasks are pruned."""
+        its tasks (counted); a write Redis refuses keeps them all for the next flush (UnavailableError). Old
+        tasks are pruned."""
         with self._flushing:
-            taken = [self._buffer.popleft() for _ in range(len(self._buffer))]
+            taken = self._buffer.take()
             if taken:
                 try:
                     pipe = self._redis.pipeline(transaction=False)
@@ -204,9 +194,9 @@ class RedisReviewQueue:
                         self._add(keys=keys, args=args, client=pipe)
                     results = [int(result) for result in pipe.execute()]
                 except redis_errors() as error:
-                    self._requeue(taken)  # a task written before the failure is not written twice: its id exists
+                    self._buffer.give_back(taken)  # one written before the failure is not written twice: its id exists
                     raise UnavailableError(f"review tasks: Redis did not take the write ({error}); kept buffered") from None
-                self._drop(results.count(-1))
+                self._buffer.drop(results.count(-1))
                 stored = results.count(1)
             else:
                 stored = 0
@@ -215,13 +205,6 @@ class RedisReviewQueue:
             except redis_errors() as error:
                 log.warning("review tasks: retention sweep failed (retried in %.0f s): %s", PRUNE_EVERY_S, error)
             return stored
-
-    def _requeue(self, taken: list[tuple[AuditRecord, str]]) -> None:
-        """Put `taken` back at the front of the buffer, oldest first; beyond its bound the oldest are dropped."""
-        self._buffer.extendleft(reversed(taken))
-        while len(self._buffer) > self._max_buffer:
-            self._buffer.popleft()
-            self._drop(1)
 
     def _add_call(self, record: AuditRecord, reason: str, task_id: str, created: float) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the add script for one task."""
