@@ -52,7 +52,7 @@ def hashing() -> dict[str, Any]:
     """Milliseconds per image (by longest side) and per text."""
     from PIL import Image
 
-    from tests.unit.match.conftest import photo_bytes
+    from bench.sample_photos import photo_bytes
 
     source = Image.open(io.BytesIO(photo_bytes("astronaut.png"))).convert("RGB")
     out: dict[str, Any] = {}

@@ -1,31 +1,17 @@
-"""Real photos for the match service's tests: scikit-image's sample images (public domain and CC0),
-installed as data only (requirements-data.txt; scikit-image's code is never imported)."""
+"""Real photos for the match service's tests (bench/sample_photos.py: scikit-image's sample images), and the
+ways people re-post them."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageEnhance
 
+from bench.sample_photos import PHOTOS, photo_bytes, sample_dir
 
-def sample_dir() -> Path:
-    spec = importlib.util.find_spec("skimage")
-    assert spec is not None and spec.submodule_search_locations, "scikit-image's data is missing: run `make venv`"
-    return Path(list(spec.submodule_search_locations)[0]) / "data"
-
-
-#: Colour and grey photos of distinct scenes (chessboards, phantoms and flat test patterns left out).
-PHOTOS = ("astronaut.png", "brick.png", "camera.png", "chelsea.png", "coffee.png", "coins.png", "grass.png",
-          "gravel.png", "hubble_deep_field.jpg", "ihc.png", "moon.png", "motorcycle_left.png", "page.png",
-          "retina.jpg", "rocket.jpg", "text.png", "cell.png", "clock_motion.png")
-
-
-def photo_bytes(name: str) -> bytes:
-    return (sample_dir() / name).read_bytes()
+__all__ = ["PHOTOS", "encoded", "photo_bytes", "photos", "rgb", "sample_dir", "variants"]
 
 
 def encoded(image: Image.Image, fmt: str = "PNG", **options: object) -> bytes:
