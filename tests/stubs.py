@@ -38,6 +38,7 @@ from services.common.tracing.telemetry import install_tracing, shutdown_tracing
 from services.router.control.admin import PolicyAdminServicer
 from services.router.control.admin_auth import AdminKey, AdminAuth
 from services.router.control.audit_store import AuditStore
+from services.match.banks import BankStore
 from services.router.control.label_store import LabelStore
 from services.router.control.review_queue import ReviewQueue
 from services.router.control.canary import RollbackBounds
@@ -223,29 +224,35 @@ class AdminApi:
     reviews: ReviewQueue
     #: host:port of the served API (for clients other than `stub`: the command line)
     address: str = ""
+    #: The bank store image labels go to (None: the API was served without one).
+    banks: BankStore | None = None
 
 
 @contextlib.asynccontextmanager
-async def admin_api(tmp_path: Path, keys: Sequence[AdminKey]) -> AsyncIterator[AdminApi]:
+async def admin_api(tmp_path: Path, keys: Sequence[AdminKey], *, with_banks: bool = True) -> AsyncIterator[AdminApi]:
     """`PolicyAdminServicer` on a loopback port over `open_control(tmp_path)` (tenants a and b, policies
-    default@1 and strict@1), a fresh audit store and label store, accepting `keys`; stopped and closed on exit."""
+    default@1 and strict@1), a fresh audit store, label store and (with `with_banks`) bank store, accepting
+    `keys`; stopped and closed on exit."""
     control, _ = open_control(tmp_path)
     audit = AuditStore(tmp_path / "audit.sqlite")
     labels = LabelStore(tmp_path / "labels.sqlite")
     reviews = ReviewQueue(tmp_path / "review_tasks.sqlite")
+    banks = BankStore(tmp_path / "banks.sqlite") if with_banks else None
     server = grpc.aio.server()
     apb_grpc.add_PolicyAdminServicer_to_server(PolicyAdminServicer(control, audit, AdminAuth(list(keys)), labels=labels,
-                                                                   reviews=reviews, poll_s=0.02), server)
+                                                                   reviews=reviews, banks=banks, poll_s=0.02), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield AdminApi(apb_grpc.PolicyAdminStub(channel), audit, control, reviews, f"127.0.0.1:{port}")
+            yield AdminApi(apb_grpc.PolicyAdminStub(channel), audit, control, reviews, f"127.0.0.1:{port}", banks)
     finally:
         await server.stop(None)
         audit.close()
         labels.close()
         reviews.close()
+        if banks is not None:
+            banks.close()
 
 
 def admin_key(value: str) -> list[tuple[str, str]]:

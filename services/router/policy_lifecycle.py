@@ -80,7 +80,7 @@ class PolicyLifecycle:
         self.reviews = reviews
         settings = config.lifecycle
         self.watcher = ConfigWatcher(control, Path(config.policies_dir), Path(config.tenants_file))
-        self.admin = PolicyAdminServicer(control, audit, auth, labels=labels, reviews=reviews)
+        self.admin = PolicyAdminServicer(control, audit, auth, labels=labels, reviews=reviews, banks=banks)
         #: Banks of known content (BankAdmin), in the store the match service reads; None: not served here.
         self.banks = BankAdminServicer(banks, auth) if banks is not None else None
         self._review_flush_s = settings.review_flush_interval_s

@@ -3,7 +3,7 @@ service on loopback, banks in its store) answers a re-posted (brightened) banked
 exact banked bytes BLOCK at once (short-circuited), and a light edit of a banked spam message takes the
 action the policy gives that bank, under a policy version that turns matching on; the version before it
 ignores the banks. A tenant's bank made through the admin API (BankAdmin) matches that tenant's messages
-within the match service's reload interval."""
+within the match service's reload interval, and so does an image a reviewer labelled (SubmitLabels)."""
 
 from __future__ import annotations
 
@@ -148,6 +148,20 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
                 await asyncio.sleep(0.1)
             assert matched(fresh) == [("spam", "acme-scams", "text_simhash")]
             assert fresh.decision == pb.BLOCK
+
+            # A reviewer's image label (SubmitLabels with the image) banks it for the tenant: a re-post is blocked.
+            reviewed = photo_bytes("astronaut.png")
+            labelled = admin.SubmitLabels(apb.SubmitLabelsRequest(tenant="acme", items=[apb.LabelledItem(
+                item_id="upload-5", image=reviewed, labels={"violence": True}, reviewer="rev-1")]), metadata=ADMIN)
+            assert labelled.banked == 3
+            for attempt in range(60):
+                reposted_upload = await asyncio.to_thread(moderate, stub, f"upload-{attempt}",
+                                                          image=variants(reviewed)["resized_half"])
+                if matched(reposted_upload):
+                    break
+                await asyncio.sleep(0.1)
+            assert matched(reposted_upload) == [("violence", "acme-reviewed-violence", "pdq")]
+            assert reposted_upload.decision == pb.BLOCK
     finally:
         await asyncio.to_thread(mesh.stop)
         await service.stop()

@@ -23,6 +23,7 @@ from services.common.auth_throttle import AuthThrottle
 from services.common.errors import (FailedPreconditionError, InvalidRequestError, LimitExceededError, NotFoundError,
                                     PermissionDeniedError)
 from services.common.status import call_status
+from services.match.banks import BankRepository
 from services.router.control.admin_auth import (AdminAuth, AdminKey, admin_key_from, check_scope_of, require_read,
                                                 require_store)
 from services.router.control.appeal_labels import label_item_id, resolution_label
@@ -30,6 +31,8 @@ from services.router.control.appeals import APPEAL_TASK_PREFIX, Appeal, appeal_t
 from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
+from services.router.control.hashed_images import check_images
+from services.router.control.image_labels import ImageLabel, bank_image_labels, hash_image_labels
 from services.router.control.label_store import (DEFAULT_PAGE, MAX_ITEMS_PER_CALL, Label, LabelRepository, Submitted,
                                                  check_room)
 from services.router.control.reasons import StatementOfReasons, statement_of_reasons
@@ -65,7 +68,7 @@ async def admin_call(context: grpc.aio.ServicerContext, guard: AuthGuard, auth: 
 class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     def __init__(self, control: PolicyControl, audit: AuditLog, auth: AdminAuth, *,
                  guard: AuthGuard | None = None, labels: LabelRepository | None = None,
-                 reviews: ReviewTasks | None = None, poll_s: float = 0.2) -> None:
+                 reviews: ReviewTasks | None = None, banks: BankRepository | None = None, poll_s: float = 0.2) -> None:
         self.control = control
         self.audit = audit
         self.auth = auth
@@ -73,6 +76,9 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         self.labels = labels
         #: Review tasks (StreamReviewTasks / AckReviewTasks); None: those calls answer FAILED_PRECONDITION.
         self.reviews = reviews
+        #: The bank store reviewers' image labels go to (services/router/control/image_labels.py); None: an
+        #: image label answers FAILED_PRECONDITION.
+        self.banks = banks
         #: How often an open StreamReviewTasks looks for new tasks and ended leases.
         self.poll_s = poll_s
         #: Open StreamReviewTasks calls per tenant (at most MAX_STREAMS_PER_TENANT each).
@@ -192,21 +198,36 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
     async def SubmitLabels(self, request: apb.SubmitLabelsRequest, context: grpc.aio.ServicerContext) -> apb.SubmitLabelsResponse:
         if not request.tenant:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; labels are stored one tenant at a time")
+        # an item with an image and neither text nor task is banked only (the label store holds texts)
+        texts = [(index, i) for index, i in enumerate(request.items) if i.text or i.task_id or not i.image]
         items = [Label(i.item_id, i.text, {c: int(v) for c, v in i.labels.items()}, i.reviewer, i.labelled_at)
-                 for i in request.items]
-        tasks = {index: i.task_id for index, i in enumerate(request.items) if not i.text}
+                 for _, i in texts]
+        tasks = {position: (index, i.task_id) for position, (index, i) in enumerate(texts) if not i.text}
+        images = [ImageLabel(f"items[{index}]", i.item_id, i.image, dict(i.labels))
+                  for index, i in enumerate(request.items) if i.image]
 
-        def work(key: AdminKey) -> Submitted:
+        def work(key: AdminKey) -> tuple[Submitted, int, int]:
             if request.tenant not in self.control.runtime.snapshot.tenants.tenants:
                 raise NotFoundError(f"tenant: no tenant {request.tenant!r} in the active tenants version")
             store = self._label_store()
-            if len(items) <= MAX_ITEMS_PER_CALL:  # a longer call is refused by the store, naming the bound
-                for index, task_id in tasks.items():  # labels naming their review task: the decision's kept text
+            if images and self.banks is None:
+                raise FailedPreconditionError("items[].image: this router has no bank store for image labels "
+                                              "(lifecycle.banks_path)")
+            check_images([(f"{label.field}.image", label.image) for label in images], "items")
+            hashed = hash_image_labels(images)  # every image decoded before anything is stored
+            if len(request.items) <= MAX_ITEMS_PER_CALL:  # a longer call is refused by the store, naming the bound
+                for position, (index, task_id) in tasks.items():  # labels naming their review task: the decision's kept text
                     record = self.audit.get(request.tenant, self._decision_of(request.tenant, task_id)) if task_id else None
-                    items[index] = label_for_task(items[index], record, task_id, f"items[{index}]")
-            return store.submit(request.tenant, items)
-        done = await self._run(context, request.tenant, work)
-        return apb.SubmitLabelsResponse(added=done.added, replaced=done.replaced, tenant_total=done.tenant_total)
+                    items[position] = label_for_task(items[position], record, task_id, f"items[{index}]")
+            if items or not images or len(request.items) > MAX_ITEMS_PER_CALL:  # (none at all: the store says so)
+                submitted = store.submit(request.tenant, items)
+            else:
+                submitted = Submitted(0, 0, store.count(request.tenant))
+            banked, unbanked = bank_image_labels(self.banks, request.tenant, hashed) if self.banks is not None else (0, 0)
+            return submitted, banked, unbanked
+        done, banked, unbanked = await self._run(context, request.tenant, work)
+        return apb.SubmitLabelsResponse(added=done.added, replaced=done.replaced, tenant_total=done.tenant_total,
+                                        banked=banked, unbanked=unbanked)
 
     async def DeleteLabels(self, request: apb.DeleteLabelsRequest, context: grpc.aio.ServicerContext) -> apb.DeleteLabelsResponse:
         if not request.tenant:

@@ -23,15 +23,15 @@ from auditmesh.v1 import admin_pb2_grpc as apb_grpc
 
 from services.common.auth_guard import AuthGuard
 from services.common.auth_throttle import AuthThrottle
-from services.common.errors import (AlreadyExistsError, FailedPreconditionError, ImageRejectedError, InvalidRequestError,
-                                    LimitExceededError, NotFoundError, UnavailableError)
-from services.common.image_decode import ImageLimits, inspect_image
+from services.common.errors import (AlreadyExistsError, FailedPreconditionError, InvalidRequestError, LimitExceededError,
+                                    NotFoundError, UnavailableError)
 from services.match.banks import BankError, BankExistsError, BankNotFoundError, BankRepository, BankSpec, Entry
 from services.match.commands import (add_content, create_bank, delete_bank, export_hashes, image_entries, import_hashes,
                                      remove_content)
 from services.match.formats import FORMATS, text_entries
 from services.router.control.admin import admin_call
 from services.router.control.admin_auth import AdminAuth, AdminKey
+from services.router.control.hashed_images import check_images
 from services.router.control.postgres import PostgresUnavailableError
 
 log = logging.getLogger(__name__)
@@ -39,11 +39,6 @@ T = TypeVar("T")
 BANK_ADMIN_SERVICE_NAME = "auditmesh.v1.BankAdmin"
 #: Contents of one AddContent or RemoveContent call at most.
 MAX_CONTENTS = 1000
-#: Images of one call at most, and their pixels: each is decoded and hashed on the router (a 40-megapixel
-#: PNG takes seconds to decode).
-MAX_IMAGES = 64
-MAX_IMAGE_PIXELS = 16_000_000
-MAX_CALL_PIXELS = 64_000_000
 #: Hashes one ExportHashes answers at most (about 30 MB of csv): a larger bank is exported where its store is.
 MAX_EXPORT_HASHES = 500_000
 #: Settings fields a request may set (BankSettings), in BankSpec's names.
@@ -184,19 +179,8 @@ def _entries(contents: Iterable[apb.BankContent]) -> list[Entry]:
     items = list(contents)
     if len(items) > MAX_CONTENTS:
         raise LimitExceededError(f"contents: at most {MAX_CONTENTS} per call, got {len(items)}")
-    if sum(item.WhichOneof("content") == "image" for item in items) > MAX_IMAGES:
-        raise LimitExceededError(f"contents: at most {MAX_IMAGES} images per call (each is hashed on the router)")
-    pixels = 0
-    for index, item in enumerate(items):
-        if item.WhichOneof("content") == "image":
-            try:
-                header = inspect_image(item.image, ImageLimits(max_pixels=MAX_IMAGE_PIXELS))
-            except ImageRejectedError as error:
-                raise InvalidRequestError(f"contents[{index}].image: {error}") from None
-            pixels += header.width * header.height
-            if pixels > MAX_CALL_PIXELS:
-                raise LimitExceededError(f"contents: images of more than {MAX_CALL_PIXELS} pixels in one call "
-                                         "(each is hashed on the router): send fewer")
+    check_images([(f"contents[{index}].image", item.image) for index, item in enumerate(items)
+                  if item.WhichOneof("content") == "image"])
     entries: list[Entry] = []
     for index, item in enumerate(items):
         kind = item.WhichOneof("content")

@@ -480,3 +480,59 @@ async def test_a_statement_names_the_tenants_own_redress(admin: AdminApi) -> Non
     refused = admin.stub.PutVersion(apb.PutVersionRequest(kind=apb.TENANTS, content=yaml.safe_dump(current)), metadata=root)
     code, message = await status_of(refused)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "redress: at most 2000 printable characters" in message
+
+
+async def test_an_image_label_banks_the_image_for_its_tenant_and_a_reversal_takes_it_out(admin: AdminApi,
+                                                                                          tmp_path: Path) -> None:
+    from services.match.banks import LoadedBanks
+    from services.match.matcher import match_image
+    from services.match.signals import image_signals
+    from tests.unit.match.conftest import photo_bytes, rgb, variants
+
+    assert admin.banks is not None
+    photo = photo_bytes("coffee.png")
+    stub = admin.stub
+    harmful = apb.LabelledItem(item_id="img-1", image=photo, labels={"violence": True}, reviewer="rev-2")
+    done = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[harmful]), metadata=admin_key(SCOPED_KEY))
+    assert (done.banked, done.added, done.tenant_total) == (3, 0, 0)  # PDQ, MD5, SHA-256; no text: not a text label
+    spec, _ = admin.banks.bank("a-reviewed-violence") or (None, 0)
+    assert spec is not None and (spec.owner, spec.category, spec.action) == ("a", "violence", "block")
+    repost = variants(photo)["jpeg_60"]
+    banks = LoadedBanks.load(admin.banks)
+    assert [(m.bank, m.content_id) for m in match_image(banks.visible_to("a"), image_signals(repost, rgb(repost)))] == [
+        ("a-reviewed-violence", "img-1")]
+    assert match_image(banks.visible_to("b"), image_signals(repost, rgb(repost))) == []  # never another tenant's
+    # with a text: the text label is stored as well
+    both = apb.LabelledItem(item_id="img-2", text="look at this", image=photo, labels={"violence": True})
+    again = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[both]), metadata=admin_key(SCOPED_KEY))
+    assert (again.added, again.banked) == (1, 0)  # the same hashes are banked already
+    # a reversal takes the image's hashes out
+    cleared = apb.LabelledItem(item_id="img-1", image=photo, labels={"violence": False})
+    undone = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[cleared]), metadata=admin_key(SCOPED_KEY))
+    assert undone.unbanked == 3 and admin.banks.counts("a-reviewed-violence") == {}
+    # what is not an image is named, and nothing of the call is stored
+    bad = apb.LabelledItem(item_id="img-3", text="caption", image=b"not an image", labels={"spam": True})
+    code, message = await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[bad]),
+                                                       metadata=admin_key(SCOPED_KEY)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and message.startswith("items[0].image:")
+    assert (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=admin_key(ROOT_KEY))).items[0].item_id == "img-2"
+
+
+async def test_an_image_label_without_a_bank_store_is_refused(tmp_path: Path) -> None:
+    from tests.unit.match.conftest import photo_bytes
+
+    async with admin_api(tmp_path, [AdminKey("root", hash_key(ROOT_KEY))], with_banks=False) as api:
+        item = apb.LabelledItem(item_id="img-1", image=photo_bytes("coffee.png"), labels={"violence": True})
+        assert await status_of(api.stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[item]),
+                                                     metadata=admin_key(ROOT_KEY))) == (
+            grpc.StatusCode.FAILED_PRECONDITION, "items[].image: this router has no bank store for image labels "
+                                                 "(lifecycle.banks_path)")
+
+
+def test_reviewed_bank_names_are_one_per_tenant_and_category() -> None:
+    from services.router.control.image_labels import reviewed_bank_name
+
+    assert reviewed_bank_name("acme", "violence") == "acme-reviewed-violence"
+    assert reviewed_bank_name("acme", "custom.crypto_scam") == "acme-reviewed-custom-crypto_scam"
+    assert reviewed_bank_name("Acme", "spam") not in (reviewed_bank_name("acme", "spam"), "acme-reviewed-spam")
+    assert len(reviewed_bank_name("t" * 64, "custom." + "x" * 60)) == 64

@@ -21,7 +21,8 @@ from services.match.banks import BankStore, LoadedBanks
 from services.match.matcher import match_image, match_text
 from services.match.signals import image_signals, text_signals
 from services.router.control.admin_auth import AdminAuth, AdminKey
-from services.router.control.bank_admin import MAX_IMAGES, BankAdminServicer
+from services.router.control.bank_admin import BankAdminServicer
+from services.router.control.hashed_images import MAX_IMAGES
 from services.router.tenants import hash_key
 from tests.stubs import admin_key, status_of
 
