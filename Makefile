@@ -18,7 +18,7 @@ ARTIFACTS := models
 # marked `serial` (they measure capacity, bandwidth shares or waits under load) always run after the rest, alone.
 TEST_WORKERS ?= 0
 # The files holding the `serial` tests, written by the first pytest run of `make test` (tests/conftest.py), so
-# the second collects only those.
+# the second collects only those (without the list it collects the whole suite: slower, as correct).
 SERIAL_LIST := .pytest-serial-files
 
 .PHONY: help setup fonts system-deps bcc-venv venv train-deps triton-venv stubs models train run lint test test-fast test-slow accuracy clean
@@ -94,14 +94,14 @@ lint: setup ## strict mypy over services, tests, bench, ebpf and the client (aud
 
 test: setup system-deps bcc-venv triton-venv train-deps lint ## the whole test suite (what CI runs): mypy, then pytest, slow tests included (TEST_WORKERS=4: on pytest-xdist processes)
 	AUDITMESH_SERIAL_LIST=$(SERIAL_LIST) $(PY) -m pytest -q -n $(TEST_WORKERS) -m 'not serial'
-	$(PY) -m pytest -q -m serial $$(cat $(SERIAL_LIST))
+	$(PY) -m pytest -q -m serial $$(cat $(SERIAL_LIST) 2>/dev/null)
 
 test-fast: setup system-deps bcc-venv triton-venv train-deps ## the inner loop: every test not marked slow (no mypy)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m 'not slow'
 
 test-slow: setup system-deps bcc-venv triton-venv train-deps ## only the tests marked slow (chaos, mesh_bench smoke, Triton, iperf3 shares)
 	AUDITMESH_SERIAL_LIST=$(SERIAL_LIST) $(PY) -m pytest -q -n $(TEST_WORKERS) -m 'slow and not serial'
-	$(PY) -m pytest -q -m 'slow and serial' $$(cat $(SERIAL_LIST))
+	$(PY) -m pytest -q -m 'slow and serial' $$(cat $(SERIAL_LIST) 2>/dev/null)
 
 accuracy: setup ## decision quality JSON per profile on the corpus test split (bench/quality.py), with the old held-out table
 	$(PY) -m bench.quality

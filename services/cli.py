@@ -566,6 +566,10 @@ def banks(args: argparse.Namespace) -> int:
     except (PostgresUnavailableError, RuntimeError, OSError) as error:
         print(f"auditmesh banks {args.action}: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # PostgreSQL refused what it was asked (a role that may not create the tables)
+        print(f"auditmesh banks {args.action}: the bank store could not be opened: {type(error).__name__}: {error}",
+              file=sys.stderr)
+        return 1
     out: Any
     try:
         if args.action == "create":

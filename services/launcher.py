@@ -345,9 +345,11 @@ class Mesh:
             env[ENV_ADMIN_SECRET] = MESH_ADMIN_SECRET
         env.update(self.extra_env)
         state = self._state_folder()
+        # a bank file named on purpose: the routers write it (lifecycle.banks_path), even beside PostgreSQL
+        explicit_file = bool(self.extra_env.get(ENV_BANKS_PATH) or os.environ.get(ENV_BANKS_PATH))
         if service == MATCH and state is not None and ENV_BANKS_PATH not in self.extra_env:
             env[ENV_BANKS_PATH] = str(state / "banks.sqlite")  # each mesh's own banks, beside its policy store
-        if service == MATCH and env.get(ENV_POSTGRES_DSN) and not env.get(ENV_BANKS_DSN):
+        if service == MATCH and env.get(ENV_POSTGRES_DSN) and not env.get(ENV_BANKS_DSN) and not explicit_file:
             # routers on PostgreSQL write their banks there (lifecycle.banks_path ""): the match service reads them
             env[ENV_BANKS_DSN] = env[ENV_POSTGRES_DSN]
         return env

@@ -282,7 +282,8 @@ class BankStore:
             for e in entries:
                 removed += self._db.execute("DELETE FROM entries WHERE bank = ? AND signal = ? AND value = ?",
                                             (bank, e.signal, e.value)).rowcount
-            self._db.execute("UPDATE banks SET removed_at = ? WHERE name = ?", (version, bank))
+            if removed:  # readers holding the bank must build it whole again
+                self._db.execute("UPDATE banks SET removed_at = ? WHERE name = ?", (version, bank))
         with self._lock:
             if not entries:
                 return 0, self._version(bank, owner)
@@ -299,7 +300,8 @@ class BankStore:
             for content_id in dict.fromkeys(content_ids):
                 removed += self._db.execute("DELETE FROM entries WHERE bank = ? AND content_id = ?",
                                             (bank, content_id)).rowcount
-            self._db.execute("UPDATE banks SET removed_at = ? WHERE name = ?", (version, bank))
+            if removed:
+                self._db.execute("UPDATE banks SET removed_at = ? WHERE name = ?", (version, bank))
         with self._lock:
             if not content_ids:
                 return 0, self._version(bank, owner)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 import psycopg
 
 from services.match.banks import BankChanges, BankExistsError, BankNotFoundError, BankSpec, Entry, incremental_since
-from services.router.control.postgres import PgConnection, PostgresUnavailableError, describe_dsn
+from services.router.control.postgres import MIGRATIONS, PgConnection, PostgresUnavailableError, describe_dsn
 
 __all__ = ["PostgresBankStore"]
 
@@ -54,13 +54,16 @@ class PostgresBankStore:
         self.location = describe_dsn(dsn)  # for logs and errors: never the password
         self._clock = clock
         self._db = PgConnection(dsn, migrate=migrate)
-        if not migrate:
-            rows = self._db.fetch("SELECT to_regclass('match_banks') IS NOT NULL AND to_regclass('match_entries') IS NOT NULL "
-                                  "AND to_regclass('match_meta') IS NOT NULL")
-            if not rows or not rows[0][0]:
+        if not migrate:  # the schema as this code reads it: every migration applied (by a router)
+            exists = self._db.fetch("SELECT to_regclass('auditmesh_schema_migrations') IS NOT NULL")
+            rows = (self._db.fetch("SELECT coalesce(max(version), 0) FROM auditmesh_schema_migrations")
+                    if exists and exists[0][0] else [])
+            applied = int(rows[0][0]) if rows else 0
+            if applied < len(MIGRATIONS):
                 self._db.close()
-                raise PostgresUnavailableError(f"PostgreSQL at {self.location} has no bank tables yet: start a router with "
-                                               f"lifecycle.postgres_dsn on this database first (it creates them)")
+                raise PostgresUnavailableError(f"PostgreSQL at {self.location} has schema migration {applied}, this match "
+                                               f"service reads {len(MIGRATIONS)}: start a router of this version with "
+                                               f"lifecycle.postgres_dsn on this database first (it migrates it)")
 
     def create_bank(self, spec: BankSpec) -> int:
         """Create a new bank; BankExistsError when one of that name exists (see BankStore.create_bank)."""
@@ -109,7 +112,8 @@ class PostgresBankStore:
                 cursor.execute("DELETE FROM match_entries WHERE bank = %s AND signal = %s AND value = %s",
                                (bank, e.signal, e.value))
                 removed += cursor.rowcount
-            cursor.execute("UPDATE match_banks SET removed_at = %s WHERE name = %s", (version, bank))
+            if removed:  # readers holding the bank must build it whole again
+                cursor.execute("UPDATE match_banks SET removed_at = %s WHERE name = %s", (version, bank))
         if not entries:
             return 0, self._version(bank, owner)
         version = self._write(bank, change, owner=owner)
@@ -124,7 +128,8 @@ class PostgresBankStore:
             cursor.execute("DELETE FROM match_entries WHERE bank = %s AND content_id = ANY(%s)",
                            (bank, list(dict.fromkeys(content_ids))))
             removed = cursor.rowcount
-            cursor.execute("UPDATE match_banks SET removed_at = %s WHERE name = %s", (version, bank))
+            if removed:
+                cursor.execute("UPDATE match_banks SET removed_at = %s WHERE name = %s", (version, bank))
         if not content_ids:
             return 0, self._version(bank, owner)
         version = self._write(bank, change, owner=owner)

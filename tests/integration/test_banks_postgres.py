@@ -65,14 +65,14 @@ def test_two_match_services_on_one_database_serve_what_an_admin_wrote(dsn: str) 
 
 
 def test_a_match_service_reads_as_a_role_that_may_only_select_the_bank_tables(dsn: str) -> None:
-    with pytest.raises(PostgresUnavailableError, match="no bank tables yet: start a router"):
+    with pytest.raises(PostgresUnavailableError, match="has schema migration 0, this match service reads .*: start a router"):
         PostgresBankStore(dsn, migrate=False)  # nothing created them yet, and a reader never does
     admin = PostgresBankStore(dsn)  # a router: migrates, writes
     admin.create_bank(BankSpec("shared-spam", shared=True, category="spam"))
     admin.add("shared-spam", [Entry("text_simhash", text_signals(SPAM).simhash.hex(), "wave-1")])
     with psycopg.connect(dsn, autocommit=True) as owner:
         owner.execute(b"CREATE ROLE banks_reader LOGIN")
-        owner.execute(b"GRANT SELECT ON match_banks, match_entries, match_meta TO banks_reader")
+        owner.execute(b"GRANT SELECT ON match_banks, match_entries, match_meta, auditmesh_schema_migrations TO banks_reader")
     reader = PostgresBankStore(dsn.replace("postgres@", "banks_reader@", 1), migrate=False)
     try:
         model = MatchModel(reader, MatchSettings(banks_dsn=dsn), watch=False)
@@ -111,8 +111,9 @@ def test_racing_creators_of_one_name_get_one_bank(dsn: str) -> None:
 
 async def test_a_router_with_postgres_manages_its_banks_there(dsn: str, tmp_path: Path) -> None:
     config = load_router_config(ROOT / "config" / "router.yaml")
-    settings = replace(config.lifecycle, postgres_dsn=dsn, banks_path="", labels_path=str(tmp_path / "labels.sqlite"),
-                       review_tasks_path=str(tmp_path / "reviews.sqlite"))
+    # the SQLite fallback would be banks.sqlite beside store_path: here, in tmp_path
+    settings = replace(config.lifecycle, postgres_dsn=dsn, banks_path="", store_path=str(tmp_path / "policy.sqlite"),
+                       labels_path=str(tmp_path / "labels.sqlite"), review_tasks_path=str(tmp_path / "reviews.sqlite"))
     lifecycle = PolicyLifecycle.open(replace(config, lifecycle=settings, policies_dir=str(ROOT / "config" / "policies"),
                                              tenants_file=str(ROOT / "config" / "tenants.yaml")))
     try:
@@ -121,6 +122,6 @@ async def test_a_router_with_postgres_manages_its_banks_there(dsn: str, tmp_path
         reader = PostgresBankStore(dsn)
         assert [spec.name for spec, _ in reader.banks()] == ["shared-spam"]
         reader.close()
-        assert settings.banks_in_postgres and settings.banks_file is None  # no SQLite bank file beside the store
+        assert not (tmp_path / "banks.sqlite").exists()  # no SQLite bank file beside the store
     finally:
         await lifecycle.close()

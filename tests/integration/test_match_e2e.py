@@ -31,6 +31,7 @@ from services.launcher import ROOT, Mesh, free_base_port
 from services.match.banks import BankSpec, BankStore, Entry
 from services.match.server import served_models
 from services.match.signals import image_signals, pdq_hex, text_signals
+from services.router.control.image_labels import reviewed_bank_name
 from tests.unit.match.conftest import photo_bytes, rgb, variants
 
 pytestmark = pytest.mark.slow
@@ -160,7 +161,7 @@ async def test_the_router_blocks_banked_content_and_short_circuits_exact_copies(
                 if matched(reposted_upload):
                     break
                 await asyncio.sleep(0.1)
-            assert matched(reposted_upload) == [("violence", "acme-reviewed-violence", "pdq")]
+            assert matched(reposted_upload) == [("violence", reviewed_bank_name("acme", "violence"), "pdq")]
             assert reposted_upload.decision == pb.BLOCK
     finally:
         await asyncio.to_thread(mesh.stop)

@@ -88,7 +88,8 @@ def test_two_replicas_leasing_one_tenant_at_once_never_share_a_task(make: Callab
 
 
 def test_tasks_wait_out_a_redis_that_is_down_and_calls_answer_unavailable(make: Callable[..., ReviewTasks],
-                                                                         server: RedisServer) -> None:
+                                                                         server: RedisServer,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
     queue = make(FakeClock(1000.0))
     server.stop()
     try:
@@ -103,8 +104,19 @@ def test_tasks_wait_out_a_redis_that_is_down_and_calls_answer_unavailable(make: 
         stopping = make(FakeClock(1000.0))
         stopping.offer(record_for("acme", item="m-lost"), "review")
         stopping.close()  # a router stopping while Redis is down logs what it could not write, and stops
+        assert "review tasks: 1 could not be written to Redis before shutdown" in caplog.text
     finally:
         server.start()
     queue.offer(record_for("acme", item="m-2"), "review")
     assert queue.flush() == 2 and queue.pending("acme") == 2
     assert [t.record.item_id for t in queue.lease("acme", limit=5, visibility_s=1.0)] == ["m-1", "m-2"]
+
+
+def test_a_task_redis_refuses_is_dropped_and_the_others_are_written(make: Callable[..., ReviewTasks],
+                                                                    server: RedisServer) -> None:
+    queue = make(FakeClock(1000.0))
+    redis.Redis.from_url(server.url).set("t:review:{broken}:ids", "not a hash")  # a key of the wrong type
+    queue.offer(record_for("broken", item="m-1"), "review")
+    queue.offer(record_for("acme", item="m-2"), "review")
+    assert queue.flush() == 1 and queue.dropped == 1 and queue.buffered == 0  # never stuck re-sending it
+    assert queue.pending("acme") == 1

@@ -88,3 +88,6 @@ def test_the_match_service_reads_the_banks_where_the_routers_write_them(tmp_path
     shared = Mesh(20000, state_dir=tmp_path, extra_env={"AUDITMESH_POSTGRES_DSN": dsn})
     assert shared.environment(MATCH)["AUDITMESH_BANKS_DSN"] == dsn  # the routers' BankAdmin writes there
     assert "AUDITMESH_BANKS_DSN" not in shared.environment("text")
+    named = Mesh(20000, state_dir=tmp_path, extra_env={"AUDITMESH_POSTGRES_DSN": dsn,
+                                                       "AUDITMESH_BANKS_PATH": str(tmp_path / "b.sqlite")})
+    assert "AUDITMESH_BANKS_DSN" not in named.environment(MATCH)  # a file named on purpose: the routers write it

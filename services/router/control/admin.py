@@ -32,9 +32,9 @@ from services.router.control.audit import AuditCategory, AuditRecord
 from services.router.control.audit_store import AuditLog
 from services.router.control.canary import CANARY_CLOCK, CanaryReport, RollbackBounds
 from services.router.control.hashed_images import check_images
-from services.router.control.image_labels import ImageLabel, bank_image_labels, hash_image_labels
+from services.router.control.image_labels import IMAGE_ONLY_TEXT, ImageLabel, bank_image_labels, hash_image_labels
 from services.router.control.label_store import (DEFAULT_PAGE, MAX_ITEMS_PER_CALL, Label, LabelRepository, Submitted,
-                                                 check_room)
+                                                 check_items, check_room)
 from services.router.control.reasons import StatementOfReasons, statement_of_reasons
 from services.router.control.task_labels import is_appeal_task, label_for_task
 from services.router.control.review_queue import MAX_LEASE, MAX_VISIBILITY_S, ReviewTask, ReviewTasks
@@ -199,10 +199,10 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
         if not request.tenant:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "tenant: required; labels are stored one tenant at a time")
         # an item with an image and neither text nor task is banked only (the label store holds texts)
-        texts = [(index, i) for index, i in enumerate(request.items) if i.text or i.task_id or not i.image]
-        items = [Label(i.item_id, i.text, {c: int(v) for c, v in i.labels.items()}, i.reviewer, i.labelled_at)
-                 for _, i in texts]
-        tasks = {position: (index, i.task_id) for position, (index, i) in enumerate(texts) if not i.text}
+        image_only = {index for index, i in enumerate(request.items) if i.image and not i.text and not i.task_id}
+        everything = [Label(i.item_id, IMAGE_ONLY_TEXT if index in image_only else i.text,
+                            {c: int(v) for c, v in i.labels.items()}, i.reviewer, i.labelled_at)
+                      for index, i in enumerate(request.items)]
         images = [ImageLabel(f"items[{index}]", i.item_id, i.image, dict(i.labels))
                   for index, i in enumerate(request.items) if i.image]
 
@@ -213,17 +213,20 @@ class PolicyAdminServicer(apb_grpc.PolicyAdminServicer):
             if images and self.banks is None:
                 raise FailedPreconditionError("items[].image: this router has no bank store for image labels "
                                               "(lifecycle.banks_path)")
+            labelled = list(everything)
+            if len(labelled) > MAX_ITEMS_PER_CALL:
+                check_items(labelled)  # refused by its size, before any audit record is read
+            for index, i in enumerate(request.items):  # labels naming their review task: the decision's kept text
+                if not i.text and index not in image_only:
+                    record = self.audit.get(request.tenant, self._decision_of(request.tenant, i.task_id)) if i.task_id else None
+                    labelled[index] = label_for_task(labelled[index], record, i.task_id, f"items[{index}]")
+            check_items(labelled)  # every item, named by its place in the call, before anything is stored
             check_images([(f"{label.field}.image", label.image) for label in images], "items")
-            hashed = hash_image_labels(images)  # every image decoded before anything is stored
-            if len(request.items) <= MAX_ITEMS_PER_CALL:  # a longer call is refused by the store, naming the bound
-                for position, (index, task_id) in tasks.items():  # labels naming their review task: the decision's kept text
-                    record = self.audit.get(request.tenant, self._decision_of(request.tenant, task_id)) if task_id else None
-                    items[position] = label_for_task(items[position], record, task_id, f"items[{index}]")
-            if items or not images or len(request.items) > MAX_ITEMS_PER_CALL:  # (none at all: the store says so)
-                submitted = store.submit(request.tenant, items)
-            else:
-                submitted = Submitted(0, 0, store.count(request.tenant))
+            hashed = hash_image_labels(images)  # and every image decoded
+            texts = [label for index, label in enumerate(labelled) if index not in image_only]
+            # images first: a call that fails after them is safe to send again (a hash banked twice is one hash)
             banked, unbanked = bank_image_labels(self.banks, request.tenant, hashed) if self.banks is not None else (0, 0)
+            submitted = store.submit(request.tenant, texts) if texts else Submitted(0, 0, store.count(request.tenant))
             return submitted, banked, unbanked
         done, banked, unbanked = await self._run(context, request.tenant, work)
         return apb.SubmitLabelsResponse(added=done.added, replaced=done.replaced, tenant_total=done.tenant_total,

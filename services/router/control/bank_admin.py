@@ -32,6 +32,7 @@ from services.match.formats import FORMATS, text_entries
 from services.router.control.admin import admin_call
 from services.router.control.admin_auth import AdminAuth, AdminKey
 from services.router.control.hashed_images import check_images
+from services.router.control.image_labels import REVIEWED_PREFIX
 from services.router.control.postgres import PostgresUnavailableError
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,9 @@ class BankAdminServicer(apb_grpc.BankAdminServicer):
             settings = request.settings
             spec = BankSpec(request.name, owner=settings.owner, shared=settings.shared, **_set_fields(settings))
             self.auth.require(key, spec.owner)
+            if spec.name.startswith(REVIEWED_PREFIX):
+                raise InvalidRequestError(f"name: names starting with {REVIEWED_PREFIX!r} are kept for the banks reviewers' "
+                                          f"image labels fill (SubmitLabels), got {spec.name!r}")
             if not key.is_global and not spec.name.startswith(f"{spec.owner}-"):
                 raise InvalidRequestError(f"name: a bank made with a tenant-scoped key is named '{spec.owner}-...' "
                                           f"(bank names are one namespace shared by every tenant), got {spec.name!r}")

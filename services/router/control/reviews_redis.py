@@ -192,11 +192,15 @@ class RedisReviewQueue:
                     for record, reason in taken:
                         keys, args = self._add_call(record, reason, record.audit_id, record.time)
                         self._add(keys=keys, args=args, client=pipe)
-                    results = [int(result) for result in pipe.execute()]
-                except redis_errors() as error:
+                    replies = pipe.execute(raise_on_error=False)
+                except redis_errors() as error:  # Redis unreachable or slow: none is known written
                     self._buffer.give_back(taken)  # one written before the failure is not written twice: its id exists
                     raise UnavailableError(f"review tasks: Redis did not take the write ({error}); kept buffered") from None
-                self._buffer.drop(results.count(-1))
+                refused = [reply for reply in replies if isinstance(reply, Exception)]
+                if refused:  # a task Redis answers with an error (a key of the wrong type) would never go: dropped
+                    log.error("review tasks: Redis refused %d of %d: %s", len(refused), len(replies), refused[0])
+                results = [int(reply) for reply in replies if not isinstance(reply, Exception)]
+                self._buffer.drop(results.count(-1) + len(refused))
                 stored = results.count(1)
             else:
                 stored = 0

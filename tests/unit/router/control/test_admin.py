@@ -484,9 +484,14 @@ async def test_a_statement_names_the_tenants_own_redress(admin: AdminApi) -> Non
 
 async def test_an_image_label_banks_the_image_for_its_tenant_and_a_reversal_takes_it_out(admin: AdminApi,
                                                                                           tmp_path: Path) -> None:
+    import io
+
+    from PIL import Image
+
     from services.match.banks import LoadedBanks
     from services.match.matcher import match_image
     from services.match.signals import image_signals
+    from services.router.control.image_labels import reviewed_bank_name
     from tests.unit.match.conftest import photo_bytes, rgb, variants
 
     assert admin.banks is not None
@@ -495,27 +500,41 @@ async def test_an_image_label_banks_the_image_for_its_tenant_and_a_reversal_take
     harmful = apb.LabelledItem(item_id="img-1", image=photo, labels={"violence": True}, reviewer="rev-2")
     done = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[harmful]), metadata=admin_key(SCOPED_KEY))
     assert (done.banked, done.added, done.tenant_total) == (3, 0, 0)  # PDQ, MD5, SHA-256; no text: not a text label
-    spec, _ = admin.banks.bank("a-reviewed-violence") or (None, 0)
+    name = reviewed_bank_name("a", "violence")
+    spec, _ = admin.banks.bank(name) or (None, 0)
     assert spec is not None and (spec.owner, spec.category, spec.action) == ("a", "violence", "block")
     repost = variants(photo)["jpeg_60"]
     banks = LoadedBanks.load(admin.banks)
     assert [(m.bank, m.content_id) for m in match_image(banks.visible_to("a"), image_signals(repost, rgb(repost)))] == [
-        ("a-reviewed-violence", "img-1")]
+        (name, "img-1")]
     assert match_image(banks.visible_to("b"), image_signals(repost, rgb(repost))) == []  # never another tenant's
     # with a text: the text label is stored as well
     both = apb.LabelledItem(item_id="img-2", text="look at this", image=photo, labels={"violence": True})
     again = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[both]), metadata=admin_key(SCOPED_KEY))
-    assert (again.added, again.banked) == (1, 0)  # the same hashes are banked already
-    # a reversal takes the image's hashes out
-    cleared = apb.LabelledItem(item_id="img-1", image=photo, labels={"violence": False})
+    assert (again.added, again.banked) == (1, 3)  # sent again (a hash banked twice is one hash)
+    assert sum(admin.banks.counts(name).values()) == 3
+    # a reversal made with another copy of the image takes out what the item banked
+    cleared = apb.LabelledItem(item_id="img-1", image=repost, labels={"violence": False})
     undone = await stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[cleared]), metadata=admin_key(SCOPED_KEY))
-    assert undone.unbanked == 3 and admin.banks.counts("a-reviewed-violence") == {}
-    # what is not an image is named, and nothing of the call is stored
-    bad = apb.LabelledItem(item_id="img-3", text="caption", image=b"not an image", labels={"spam": True})
-    code, message = await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[bad]),
+    assert undone.unbanked == 3 and admin.banks.counts(name) == {}
+    # an image whose header reads well but whose pixels do not decode, beside a good text label: refused by its
+    # place in the call, and nothing of the call is stored
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 64), (200, 10, 10)).save(buffer, "PNG")
+    truncated = buffer.getvalue()[:60]
+    good = apb.LabelledItem(item_id="txt-9", text="a caption", labels={"spam": False})
+    bad = apb.LabelledItem(item_id="img-3", image=truncated, labels={"violence": True})
+    code, message = await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[good, bad]),
                                                        metadata=admin_key(SCOPED_KEY)))
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and message.startswith("items[0].image:")
-    assert (await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=admin_key(ROOT_KEY))).items[0].item_id == "img-2"
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and message.startswith("items[1].image:"), message
+    exported = await stub.ExportLabels(apb.ExportLabelsRequest(tenant="a"), metadata=admin_key(ROOT_KEY))
+    assert [i.item_id for i in exported.items] == ["img-2"] and admin.banks.counts(name) == {}
+    # an image-only item is checked like any other, named by its place in the call
+    unnamed = apb.LabelledItem(item_id="", image=photo, labels={"violence": True})
+    assert (await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[good, unnamed]),
+                                              metadata=admin_key(SCOPED_KEY))))[1].startswith("items[1].item_id:")
+    # BankAdmin keeps the reviewed banks' names
+    assert name.startswith("reviewed-")
 
 
 async def test_an_image_label_without_a_bank_store_is_refused(tmp_path: Path) -> None:
@@ -529,10 +548,13 @@ async def test_an_image_label_without_a_bank_store_is_refused(tmp_path: Path) ->
                                                  "(lifecycle.banks_path)")
 
 
-def test_reviewed_bank_names_are_one_per_tenant_and_category() -> None:
+def test_reviewed_bank_names_are_one_per_tenant_and_category_and_always_valid() -> None:
+    from services.match.banks import BankSpec
     from services.router.control.image_labels import reviewed_bank_name
 
-    assert reviewed_bank_name("acme", "violence") == "acme-reviewed-violence"
-    assert reviewed_bank_name("acme", "custom.crypto_scam") == "acme-reviewed-custom-crypto_scam"
-    assert reviewed_bank_name("Acme", "spam") not in (reviewed_bank_name("acme", "spam"), "acme-reviewed-spam")
-    assert len(reviewed_bank_name("t" * 64, "custom." + "x" * 60)) == 64
+    tenants = ["acme", "Acme", "_acme", "-x", "élan", "T" * 36 + "-0000-4000-8000-ABCDEFABCDEF"]
+    categories = ["violence", "spam", "custom.crypto_scam", "custom.crypto_pump", "custom." + "x" * 60]
+    names = {reviewed_bank_name(t, c) for t in tenants for c in categories}
+    assert len(names) == len(tenants) * len(categories)  # no two pairs share a bank
+    for name in names:
+        BankSpec(name, owner="acme", category="spam")  # a valid bank name

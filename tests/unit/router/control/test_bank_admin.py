@@ -165,6 +165,9 @@ async def test_scoped_keys_never_see_or_touch_other_tenants_or_shared_banks(stub
      "both, not neither"),
     (apb.CreateBankRequest(name="x", settings=apb.BankSettings(shared=True, category="spam", enabled_ratio=1.5)),
      grpc.StatusCode.INVALID_ARGUMENT, "enabled_ratio: 0..1, got 1.5"),
+    (apb.CreateBankRequest(name="reviewed-abc", settings=apb.BankSettings(owner="a", category="spam")),
+     grpc.StatusCode.INVALID_ARGUMENT, "name: names starting with 'reviewed-' are kept for the banks reviewers' image "
+     "labels fill (SubmitLabels), got 'reviewed-abc'"),
 ])
 async def test_bad_settings_name_the_field(stub: apb_grpc.BankAdminStub, request_: apb.CreateBankRequest,
                                            status: grpc.StatusCode, message: str) -> None:
