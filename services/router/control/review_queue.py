@@ -49,7 +49,7 @@ from services.router.control.audit import AuditRecord
 from services.router.control.canary import canary_fraction
 from services.router.control.sqlite_wal import open_shared, write_transaction
 
-__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "TaskBuffer", "check_lease", "check_pending",
+__all__ = ["ReviewQueue", "ReviewSampling", "ReviewTask", "ReviewTasks", "Reason", "BufferedTasks", "TaskBuffer", "check_lease", "check_pending",
            "task_reason"]
 
 Reason = Literal["review", "shadow_disagreement", "sample_block", "sample_allow", "appeal"]
@@ -215,7 +215,26 @@ class TaskBuffer:
             self._dropped += count
 
 
-class ReviewQueue:
+class BufferedTasks:
+    """What every review-task queue does the same: `offer` into its TaskBuffer (`_buffer`), and its counts."""
+
+    _buffer: TaskBuffer
+
+    def offer(self, record: AuditRecord, reason: str) -> None:
+        """Queue a task for the next write (the oldest buffered one dropped and counted when full)."""
+        self._buffer.offer(record, reason)
+
+    @property
+    def dropped(self) -> int:
+        """Tasks dropped so far (buffer full, a tenant at its bound, or a write that failed for good)."""
+        return self._buffer.dropped
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+
+class ReviewQueue(BufferedTasks):
     """See the module docstring. `offer` from the event loop; the rest from any thread."""
 
     def __init__(self, path: Path, *, max_pending: int = MAX_PENDING_PER_TENANT, max_buffer: int = MAX_BUFFER,
@@ -230,10 +249,6 @@ class ReviewQueue:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
 
-    def offer(self, record: AuditRecord, reason: str) -> None:
-        """Queue a task for the next write (the oldest buffered one dropped and counted when full)."""
-        self._buffer.offer(record, reason)
-
     def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
         """Write one task now, under its own id and creation time (an appeal's: services/router/control/appeals.py),
         or raise: LimitExceededError when the tenant holds `max_pending` tasks; a failed write raises as it is.
@@ -245,15 +260,6 @@ class ReviewQueue:
             check_pending(record.tenant, self._count(record.tenant), self.max_pending)
             self._db.execute("INSERT OR IGNORE INTO tasks (task_id, tenant, created, reason, record) VALUES (?, ?, ?, ?, ?)",
                              (task_id, record.tenant, created, reason, text))
-
-    @property
-    def dropped(self) -> int:
-        """Tasks dropped so far (buffer full, a tenant at its bound, or a write that failed)."""
-        return self._buffer.dropped
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buffer)
 
     def flush(self) -> int:
         """Write the buffered tasks in one transaction; returns how many were stored. A tenant at its bound

@@ -30,7 +30,7 @@ import psycopg
 from services.router.control.audit import AuditRecord
 from services.router.control.audit_store import encode_record
 from services.router.control.postgres import PgConnection
-from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, TaskBuffer,
+from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, BufferedTasks, ReviewTask, TaskBuffer,
                                                   check_pending,
                                                   check_ack, check_lease)
 
@@ -40,7 +40,7 @@ PRUNE_BATCH = 10_000
 PRUNE_MAX_BATCHES = 10
 
 
-class PostgresReviewQueue:
+class PostgresReviewQueue(BufferedTasks):
     """See the module docstring. `offer` from the event loop; the rest from worker threads."""
 
     def __init__(self, dsn: str, *, max_pending: int = MAX_PENDING_PER_TENANT, max_buffer: int = MAX_BUFFER,
@@ -53,19 +53,6 @@ class PostgresReviewQueue:
         self._last_prune = 0.0
         self._db = PgConnection(dsn)
         self._reader = PgConnection(dsn, migrate=False)  # leases and acks never wait behind a flush
-
-    @property
-    def dropped(self) -> int:
-        """Tasks dropped so far (buffer full, or a tenant at its bound)."""
-        return self._buffer.dropped
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buffer)
-
-    def offer(self, record: AuditRecord, reason: str) -> None:
-        """Queue a task for the next write (the oldest buffered one is dropped and counted when full)."""
-        self._buffer.offer(record, reason)
 
     def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
         """Write one task now, under its own id and creation time, or raise (see ReviewQueue.put)."""

@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from services.common.errors import UnavailableError
 from services.router.control.audit import AuditRecord
-from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, ReviewTask, TaskBuffer,
+from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, BufferedTasks, ReviewTask, TaskBuffer,
                                                   check_ack, check_lease, check_pending)
 
 __all__ = ["GROUP", "RedisReviewQueue", "persistence_warning"]
@@ -129,7 +129,7 @@ return out
 """
 
 
-class RedisReviewQueue:
+class RedisReviewQueue(BufferedTasks):
     """See the module docstring. `client`: a blocking redis-py client (`decode_responses` off). `offer` from
     the event loop; the rest from any thread."""
 
@@ -158,10 +158,6 @@ class RedisReviewQueue:
     def _tenants(self) -> str:
         return f"{self._prefix}:tenants"
 
-    def offer(self, record: AuditRecord, reason: str) -> None:
-        """Queue a task for the next write (the oldest buffered one dropped and counted when full)."""
-        self._buffer.offer(record, reason)
-
     def put(self, record: AuditRecord, reason: str, task_id: str, created: float) -> None:
         """Write one task now under its own id and time (an appeal's), or raise: LimitExceededError when the
         tenant holds `max_pending` tasks. Writing the same id again changes nothing."""
@@ -170,15 +166,6 @@ class RedisReviewQueue:
             written = int(self._add(keys=keys, args=args))
         if written < 0:
             check_pending(record.tenant, self.max_pending, self.max_pending)
-
-    @property
-    def dropped(self) -> int:
-        """Tasks dropped so far (buffer full, or a tenant at its bound)."""
-        return self._buffer.dropped
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buffer)
 
     def flush(self) -> int:
         """Write the buffered tasks in one pipeline; how many were stored. A tenant at its bound drops the rest of
