@@ -6,6 +6,7 @@ tasks are plain stream entries read through the `reviewers` consumer group."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -120,3 +121,18 @@ def test_a_task_redis_refuses_is_dropped_and_the_others_are_written(make: Callab
     queue.offer(record_for("acme", item="m-2"), "review")
     assert queue.flush() == 1 and queue.dropped == 1 and queue.buffered == 0  # never stuck re-sending it
     assert queue.pending("acme") == 1
+
+
+def test_a_delivered_task_in_no_lease_is_taken_back_once_idle_past_any_lease(make: Callable[..., ReviewTasks],
+                                                                              server: RedisServer) -> None:
+    queue = make(FakeClock(1000.0), orphan_after_s=0.2)
+    queue.offer(record_for("acme", item="m-1"), "review")
+    queue.flush()
+    # a lease script cut short after XREADGROUP (Redis out of memory): delivered to the group, in no lease
+    plain = redis.Redis.from_url(server.url)
+    assert plain.xreadgroup(GROUP, "router", {"t:review:{acme}:stream": ">"}, count=1)
+    assert queue.lease("acme", limit=5, visibility_s=60.0) == []  # not idle long enough yet: maybe a live lease
+    time.sleep(0.3)
+    back = queue.lease("acme", limit=5, visibility_s=60.0)
+    assert [t.record.item_id for t in back] == ["m-1"]
+    assert queue.lease("acme", limit=5, visibility_s=60.0) == []  # leased now: not handed out twice

@@ -47,8 +47,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from services.common.errors import UnavailableError
 from services.router.control.audit import AuditRecord
-from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, PRUNE_EVERY_S, BufferedTasks, ReviewTask, TaskBuffer,
-                                                  check_ack, check_lease, check_pending)
+from services.router.control.review_queue import (MAX_BUFFER, MAX_PENDING_PER_TENANT, MAX_VISIBILITY_S, PRUNE_EVERY_S,
+                                                  BufferedTasks, ReviewTask, TaskBuffer, check_ack, check_lease, check_pending)
 
 __all__ = ["GROUP", "RedisReviewQueue", "persistence_warning"]
 
@@ -71,13 +71,21 @@ redis.call('SADD', KEYS[3], ARGV[6])
 return 1
 """
 
-#: KEYS: stream, leases, deliveries. ARGV: now, lease end, limit, group, consumer.
+#: KEYS: stream, leases, deliveries. ARGV: now, lease end, limit, group, consumer, orphan idle (ms).
 #: Returns {entry id, fields, deliveries} per leased entry: first those whose lease ended, then new ones.
+#: An orphan (delivered, in the group's pending list, but in no lease: a lease script cut short, e.g. by
+#: Redis running out of memory) is idle longer than any lease can last: it is taken back like an ended lease.
 _LEASE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
 local limit = tonumber(ARGV[3])
 local taken = {}
 local ended = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, limit)
+if #ended < limit then
+  local idle = redis.call('XPENDING', KEYS[1], ARGV[4], 'IDLE', ARGV[6], '-', '+', limit - #ended)
+  for _, pending in ipairs(idle) do
+    if not redis.call('ZSCORE', KEYS[2], pending[1]) then table.insert(ended, pending[1]) end
+  end
+end
 if #ended > 0 then
   redis.call('ZREM', KEYS[2], unpack(ended))
   local claimed = redis.call('XCLAIM', KEYS[1], ARGV[4], ARGV[5], 0, unpack(ended))
@@ -135,8 +143,11 @@ class RedisReviewQueue(BufferedTasks):
 
     def __init__(self, client: Any, *, prefix: str = "auditmesh", max_pending: int = MAX_PENDING_PER_TENANT,
                  max_buffer: int = MAX_BUFFER, retention_s: float = 30 * 86400.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, orphan_after_s: float = MAX_VISIBILITY_S) -> None:
         self.max_pending = max_pending
+        #: A delivered task in no lease (a lease script cut short) is taken back once idle this long: longer
+        #: than any lease may last, so a task under a lease is never one.
+        self.orphan_after_s = orphan_after_s
         self.retention_s = retention_s
         self._redis = client
         self._prefix = f"{prefix}:review"
@@ -210,7 +221,8 @@ class RedisReviewQueue(BufferedTasks):
         now = self._clock()
         stream, _, leases, deliveries = self._keys(tenant)
         with unavailable():
-            rows = self._lease(keys=[stream, leases, deliveries], args=[repr(now), repr(now + visibility_s), limit, GROUP, CONSUMER])
+            rows = self._lease(keys=[stream, leases, deliveries],
+                               args=[repr(now), repr(now + visibility_s), limit, GROUP, CONSUMER, int(self.orphan_after_s * 1000)])
         tasks = []
         for entry_id, fields, delivered in sorted(rows, key=lambda row: _entry_order(row[0])):
             values = {fields[i].decode(): fields[i + 1] for i in range(0, len(fields), 2)}
