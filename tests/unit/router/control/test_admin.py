@@ -533,6 +533,14 @@ async def test_an_image_label_banks_the_image_for_its_tenant_and_a_reversal_take
     unnamed = apb.LabelledItem(item_id="", image=photo, labels={"violence": True})
     assert (await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=[good, unnamed]),
                                               metadata=admin_key(SCOPED_KEY))))[1].startswith("items[1].item_id:")
+    # a key scoped to tenant a cannot bank images for tenant b, nor send more images than the bound
+    other = apb.LabelledItem(item_id="img-4", image=photo, labels={"violence": True})
+    assert (await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="b", items=[other]),
+                                              metadata=admin_key(SCOPED_KEY))))[0] == grpc.StatusCode.PERMISSION_DENIED
+    assert admin.banks.bank(reviewed_bank_name("b", "violence")) is None
+    flood = [apb.LabelledItem(item_id=f"img-{i}", image=truncated, labels={"violence": True}) for i in range(65)]
+    assert (await status_of(stub.SubmitLabels(apb.SubmitLabelsRequest(tenant="a", items=flood),
+                                              metadata=admin_key(SCOPED_KEY))))[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
     # BankAdmin keeps the reviewed banks' names
     assert name.startswith("reviewed-")
 
