@@ -38,8 +38,8 @@ from services.router.control.review_queue import ReviewQueue, ReviewTasks, task_
 from services.router.config import RouterConfig
 from services.router.control.watch import ConfigWatcher
 from services.common.config import ConfigError
-from services.match.banks import BankRepository, BankStore
-from services.match.banks_postgres import PostgresBankStore
+from services.match.banks import BankRepository
+from services.match.bank_stores import open_bank_store
 from services.router.control.postgres import describe_dsn
 from services.router.pipeline import Outcome
 from services.router.control.control import PolicyControl
@@ -116,13 +116,12 @@ class PolicyLifecycle:
         labels: LabelRepository = PostgresLabelStore(dsn) if dsn else LabelStore(Path(settings.labels_file))
         reviews = open_review_tasks(config, retention_s)
         banks: BankRepository | None = None
-        if config.admin_listen and settings.banks_in_postgres:
-            banks = PostgresBankStore(dsn)
-            log.info("BankAdmin manages the banks in PostgreSQL %s (match services: match.banks_dsn, the same database)",
-                     describe_dsn(dsn))
-        elif config.admin_listen and settings.banks_file:
-            banks = BankStore(Path(settings.banks_file))
-            log.info("BankAdmin manages the bank store %s (the match service must read the same file)", settings.banks_file)
+        if config.admin_listen and (settings.banks_in_postgres or settings.banks_file):
+            # the one choice of store the CLI and the match service make too (services/match/bank_stores.py)
+            banks = open_bank_store(settings.banks_file or "", dsn if settings.banks_in_postgres else "")
+            log.info("BankAdmin manages the bank store %s (the match services must read the same one: match.banks_dsn "
+                     "or match.banks_path)", f"PostgreSQL {describe_dsn(dsn)}" if settings.banks_in_postgres
+                     else settings.banks_file)
         return cls(config, control, audit, auth, labels=labels, reviews=reviews, banks=banks,
                    changes=PolicyChangeFeed(dsn) if dsn else None,
                    fleet=CanaryFleet(connect(config.redis, timeout_s=1.0), config.redis.key("canary"))
